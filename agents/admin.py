@@ -1,0 +1,237 @@
+"""Admin for providers, model profiles, agents, their files and revisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from agents.actions.revisions import (
+    agent_snapshot,
+    do_record_agent_revision,
+    do_restore_agent_revision,
+    flatten_snapshot,
+    revision_diff,
+)
+from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile
+from claw_platform.admin.scoped import TenantScopedAdmin, TenantScopedInline, can_edit, can_view
+from claw_platform.audit.actions import client_ip
+
+
+class LLMProviderForm(forms.ModelForm):
+    api_key = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Stored encrypted and never shown again. Leave empty to keep the current key.",
+    )
+    clear_api_key = forms.BooleanField(required=False, help_text="Remove the stored key.")
+
+    class Meta:
+        model = LLMProvider
+        fields = [
+            "name",
+            "kind",
+            "base_url",
+            "api_key",
+            "clear_api_key",
+            "extra_headers",
+            "body_overrides",
+            "timeout_seconds",
+            "max_retries",
+            "enabled",
+        ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Never send the stored key back to the browser, not even as an initial value.
+        self.initial["api_key"] = ""
+
+    def clean_api_key(self) -> str:
+        value = self.cleaned_data.get("api_key", "").strip()
+        if not value and self.instance.pk:
+            return str(LLMProvider._base_manager.get(pk=self.instance.pk).api_key or "")
+        return str(value)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("clear_api_key"):
+            data["api_key"] = ""
+        return data
+
+
+@admin.register(LLMProvider)
+class LLMProviderAdmin(TenantScopedAdmin):
+    form = LLMProviderForm
+    list_display = ["name", "kind", "base_url", "key_status", "enabled"]
+    list_filter = ["kind", "enabled"]
+    search_fields = ["name", "base_url"]
+
+    @admin.display(description="API key")
+    def key_status(self, obj: LLMProvider) -> str:
+        return "set" if obj.api_key else "not set"
+
+
+@admin.register(ModelProfile)
+class ModelProfileAdmin(TenantScopedAdmin):
+    list_display = [
+        "__str__",
+        "provider",
+        "model",
+        "context_window",
+        "input_price",
+        "output_price",
+        "supports_tools",
+        "supports_vision",
+        "supports_thinking",
+    ]
+    list_filter = ["provider", "supports_tools", "supports_vision"]
+    search_fields = ["model", "label"]
+    autocomplete_fields = ["provider"]
+
+
+class AgentFileFormSet(forms.BaseInlineFormSet):
+    def clean(self) -> None:
+        # The (agent, user, name) constraint treats an empty user as a value (NULLS
+        # NOT DISTINCT); Django's formset check skips rows with a None, so check here.
+        super().clean()
+        seen: set[tuple[Any, str]] = set()
+        for form in self.forms:
+            data = getattr(form, "cleaned_data", None)
+            if not data or data.get("DELETE") or not data.get("name"):
+                continue
+            key = (data.get("user"), data["name"])
+            if key in seen:
+                form.add_error("name", "This file is listed twice for the same user.")
+            seen.add(key)
+
+
+class AgentFileInline(TenantScopedInline):
+    model = AgentFile
+    formset = AgentFileFormSet
+    fields = ["name", "user", "content"]
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        kwargs.setdefault("widgets", {})["content"] = forms.Textarea(attrs={"rows": 6, "cols": 90})
+        return super().get_formset(request, obj, **kwargs)
+
+
+@admin.register(Agent)
+class AgentAdmin(TenantScopedAdmin):
+    list_display = ["name", "slug", "role", "agent_type", "model", "enabled", "current_revision"]
+    list_filter = ["role", "agent_type", "enabled"]
+    search_fields = ["name", "slug", "description"]
+    autocomplete_fields = ["model", "cheap_model"]
+    inlines = [AgentFileInline]
+    fieldsets = [
+        (None, {"fields": ["name", "slug", "description", "enabled", "agent_type", "role"]}),
+        ("Model", {"fields": ["model", "cheap_model", "temperature", "show_thinking"]}),
+        (
+            "Limits",
+            {
+                "fields": [
+                    "max_iterations",
+                    "time_budget_seconds",
+                    "parallel_tools",
+                    "busy_policy",
+                    "history_turn_limit",
+                ]
+            },
+        ),
+        (
+            "Compaction",
+            {
+                "fields": [
+                    "compaction_message_threshold",
+                    "compaction_trigger_ratio",
+                    "compaction_keep_recent",
+                ]
+            },
+        ),
+        ("Safety and locale", {"fields": ["input_guard_mode", "timezone"]}),
+    ]
+
+    def audit_snapshot(self, obj: Any) -> dict[str, Any]:
+        return flatten_snapshot(agent_snapshot(obj))
+
+    @admin.display(description="Revision")
+    def current_revision(self, obj: Agent) -> str:
+        latest = obj.revisions.order_by("-number").values_list("number", flat=True).first()
+        return f"r{latest}" if latest else "-"
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        do_record_agent_revision(form.instance, acting_user=request.user)
+
+
+@admin.register(AgentFile)
+class AgentFileAdmin(TenantScopedAdmin):
+    """Per-user context files are managed here too (the inline shows all of them)."""
+
+    list_display = ["agent", "name", "user", "updated_at"]
+    list_filter = ["name"]
+    search_fields = ["agent__name", "content"]
+    autocomplete_fields = ["agent"]
+    fields = ["agent", "user", "name", "content"]
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        do_record_agent_revision(obj.agent, acting_user=request.user, note=f"{obj.name} saved")
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        agent = obj.agent
+        super().delete_model(request, obj)
+        do_record_agent_revision(agent, acting_user=request.user, note=f"{obj.name} deleted")
+
+
+@admin.register(AgentRevision)
+class AgentRevisionAdmin(TenantScopedAdmin):
+    list_display = ["agent", "number", "note", "created_by", "created_at"]
+    list_filter = ["agent"]
+    readonly_fields = ["agent", "number", "note", "created_by", "created_at", "diff"]
+    fields = list(readonly_fields)
+    actions = ["restore_revision"]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return can_view(request)
+
+    @admin.display(description="Changes from the previous revision")
+    def diff(self, obj: AgentRevision) -> str:
+        return format_html(
+            '<pre style="white-space: pre-wrap">{}</pre>', revision_diff(obj) or "(first revision)"
+        )
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        actions = super().get_actions(request)
+        if not can_edit(request):
+            actions.pop("restore_revision", None)
+        return actions
+
+    @admin.action(description="Restore the agent to the selected revision")
+    def restore_revision(self, request: HttpRequest, queryset: QuerySet) -> None:
+        if not can_edit(request):
+            self.message_user(request, "You cannot change this tenant's agents.", messages.ERROR)
+            return
+        if queryset.count() != 1:
+            self.message_user(request, "Select exactly one revision to restore.", messages.ERROR)
+            return
+        revision = queryset.get()
+        try:
+            new = do_restore_agent_revision(revision, acting_user=request.user, ip=client_ip(request))
+        except ValidationError as exc:
+            self.message_user(request, "; ".join(exc.messages), messages.ERROR)
+            return
+        self.message_user(request, f"{revision.agent} restored to r{revision.number} (now r{new.number}).")

@@ -1,0 +1,175 @@
+"""Agents and their context files (G1, G3)."""
+
+from __future__ import annotations
+
+import zoneinfo
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
+from django.db import models
+
+from claw_platform.tenancy.models import TenantOwned
+
+MAX_CONTEXT_FILE_CHARS = 20_000
+CONTEXT_FILE_NAMES = (
+    "SOUL.md",
+    "IDENTITY.md",
+    "AGENTS.md",
+    "TOOLS.md",
+    "USER.md",
+    "HEARTBEAT.md",
+    "BOOTSTRAP.md",
+    "MEMORY.md",
+)
+
+
+class AgentType(models.TextChoices):
+    OPEN = "open", "Open (per-user context and workspace)"
+    PREDEFINED = "predefined", "Predefined (shared context and workspace)"
+
+
+class AgentRole(models.TextChoices):
+    MAIN = "main", "Main"
+    TASK = "task", "Task (sub-agent, read-only tools)"
+    SUMMARIZER = "summarizer", "Summarizer"
+    TITLE = "title", "Title"
+
+
+class InputGuardMode(models.TextChoices):
+    OFF = "off", "Off"
+    LOG = "log", "Log"
+    WARN = "warn", "Warn"
+    BLOCK = "block", "Block"
+
+
+class BusyPolicy(models.TextChoices):
+    QUEUE = "queue", "Queue behind the active run"
+    INTERRUPT = "interrupt", "Interrupt the active run"
+
+
+def validate_time_zone(value: str) -> None:
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(
+            f"Unknown time zone {value!r}; use an IANA name such as Europe/Paris."
+        ) from None
+
+
+class Agent(TenantOwned):
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    agent_type = models.CharField(max_length=16, choices=AgentType.choices, default=AgentType.OPEN)
+    role = models.CharField(max_length=16, choices=AgentRole.choices, default=AgentRole.MAIN)
+    model = models.ForeignKey("agents.ModelProfile", on_delete=models.PROTECT, related_name="+")
+    cheap_model = models.ForeignKey(
+        "agents.ModelProfile",
+        on_delete=models.PROTECT,
+        related_name="+",
+        null=True,
+        blank=True,
+        help_text="Used for titles, summaries and heartbeats; falls back to the main model.",
+    )
+    temperature = models.DecimalField(
+        max_digits=3,
+        decimal_places=2,
+        default=Decimal("0.70"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("2"))],
+    )
+    max_iterations = models.PositiveIntegerField(
+        default=20,
+        validators=[MinValueValidator(1), MaxValueValidator(200)],
+        help_text="LLM calls per run before the run stops with a clear message.",
+    )
+    parallel_tools = models.BooleanField(
+        default=True, help_text="Run several tool calls of one response at once."
+    )
+    history_turn_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Keep only the last N user turns in requests (empty: all).",
+    )
+    time_budget_seconds = models.PositiveIntegerField(
+        default=600,
+        validators=[MinValueValidator(5), MaxValueValidator(86_400)],
+        help_text="A run that takes longer ends with a timed-out note.",
+    )
+    compaction_message_threshold = models.PositiveIntegerField(
+        default=50,
+        validators=[MinValueValidator(4)],
+        help_text="Compact when the history holds more messages than this.",
+    )
+    compaction_trigger_ratio = models.DecimalField(
+        max_digits=3,
+        decimal_places=2,
+        default=Decimal("0.75"),
+        validators=[MinValueValidator(Decimal("0.10")), MaxValueValidator(Decimal("0.95"))],
+        help_text="Compact when the history fills this share of the context window.",
+    )
+    compaction_keep_recent = models.PositiveIntegerField(
+        default=4,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="Messages kept verbatim after a compaction.",
+    )
+    input_guard_mode = models.CharField(
+        max_length=8, choices=InputGuardMode.choices, default=InputGuardMode.WARN
+    )
+    show_thinking = models.BooleanField(default=False)
+    busy_policy = models.CharField(max_length=16, choices=BusyPolicy.choices, default=BusyPolicy.QUEUE)
+    timezone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "slug"], name="agent_unique_slug")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors = {}
+        for field in ("model", "cheap_model"):
+            profile = getattr(self, field, None) if getattr(self, f"{field}_id") else None
+            if profile is not None and self.tenant_id and profile.tenant_id != self.tenant_id:
+                errors[field] = "This model belongs to another tenant."
+        if errors:
+            raise ValidationError(errors)
+
+
+class AgentFile(TenantOwned):
+    """A context file of an agent; with ``user`` set, that user's own copy (G3)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="files")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Empty for the agent's own file; set for one user's copy.",
+    )
+    name = models.CharField(max_length=32, choices=[(n, n) for n in CONTEXT_FILE_NAMES])
+    content = models.TextField(blank=True, validators=[MaxLengthValidator(MAX_CONTEXT_FILE_CHARS)])
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["agent_id", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "user", "name"], name="agentfile_unique_name", nulls_distinct=False
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.name}" + (f" (user {self.user_id})" if self.user_id else "")
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        if self.tenant_id is None and self.agent_id:
+            self.tenant_id = self.agent.tenant_id
+        super().save(*args, **kwargs)  # type: ignore[arg-type]

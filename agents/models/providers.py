@@ -1,0 +1,118 @@
+"""LLM providers (endpoints with credentials) and the model profiles on them."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
+from django.db import models
+
+from claw_platform.crypto import EncryptedTextField
+from claw_platform.tenancy.models import TenantOwned
+
+
+class ProviderKind(models.TextChoices):
+    ANTHROPIC = "anthropic", "Anthropic Messages API"
+    OPENAI_COMPATIBLE = "openai_compatible", "OpenAI-compatible Chat Completions"
+
+
+DEFAULT_BASE_URLS = {
+    ProviderKind.ANTHROPIC: "https://api.anthropic.com",
+    ProviderKind.OPENAI_COMPATIBLE: "https://api.openai.com/v1",
+}
+
+
+def validate_string_map(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError('Must be a JSON object, e.g. {"X-Title": "Claw"}.')
+    for key, item in value.items():
+        if not isinstance(item, str):
+            raise ValidationError(f"Header {key!r} must have a string value.")
+
+
+def validate_json_object(value: object) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError('Must be a JSON object, e.g. {"top_p": 0.9}.')
+
+
+class LLMProvider(TenantOwned):
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=32, choices=ProviderKind.choices)
+    base_url = models.CharField(
+        max_length=500,
+        validators=[URLValidator(schemes=["http", "https"])],
+        help_text="e.g. https://api.anthropic.com, https://api.openai.com/v1, http://127.0.0.1:11434/v1",
+    )
+    api_key = EncryptedTextField(blank=True, help_text="Stored encrypted; never shown again.")
+    extra_headers = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_string_map],
+        help_text="Extra HTTP headers as a JSON object (no credentials: use the API key).",
+    )
+    body_overrides = models.JSONField(
+        default=dict,
+        blank=True,
+        validators=[validate_json_object],
+        help_text='Merged into every request body, e.g. {"provider": {"order": ["groq"]}}.',
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        default=120, validators=[MinValueValidator(1), MaxValueValidator(3600)]
+    )
+    max_retries = models.PositiveIntegerField(default=3, validators=[MaxValueValidator(10)])
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "LLM provider"
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "name"], name="provider_unique_name")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _price_field(help_text: str) -> models.DecimalField:
+    return models.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        default=Decimal("0"),
+        help_text=help_text,
+        validators=[MinValueValidator(Decimal("0"))],
+    )
+
+
+class ModelProfile(TenantOwned):
+    provider = models.ForeignKey(LLMProvider, on_delete=models.PROTECT, related_name="models")
+    model = models.CharField(max_length=200, help_text="The provider's model id, e.g. claude-sonnet-4-5")
+    label = models.CharField(max_length=200, blank=True)
+    context_window = models.PositiveIntegerField(
+        default=200_000, validators=[MinValueValidator(1024), MaxValueValidator(10_000_000)]
+    )
+    max_output_tokens = models.PositiveIntegerField(
+        default=8192, validators=[MinValueValidator(1), MaxValueValidator(1_000_000)]
+    )
+    input_price = _price_field("USD per million input tokens")
+    output_price = _price_field("USD per million output tokens")
+    cache_read_price = _price_field("USD per million cache-read tokens")
+    cache_write_price = _price_field("USD per million cache-write tokens")
+    supports_tools = models.BooleanField(default=True)
+    supports_vision = models.BooleanField(default=False)
+    supports_thinking = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["provider__name", "model"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "provider", "model"], name="modelprofile_unique_model")
+        ]
+
+    def __str__(self) -> str:
+        return self.label or f"{self.provider.name}:{self.model}"
+
+    def clean(self) -> None:
+        if self.provider_id and self.tenant_id and self.provider.tenant_id != self.tenant_id:
+            raise ValidationError({"provider": "Provider belongs to another tenant."})
+        if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
+            raise ValidationError({"max_output_tokens": "Must be smaller than the context window."})

@@ -1,0 +1,57 @@
+"""The admin site: open to tenant members by role, not to Django's is_staff flag."""
+
+from __future__ import annotations
+
+from functools import wraps
+from typing import Any
+
+from django import forms
+from django.contrib.admin import AdminSite
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.http import HttpRequest, HttpResponse
+
+from claw_platform.tenancy.context import all_tenants
+from claw_platform.tenancy.lookup import active_membership
+
+
+class TenantAdminAuthenticationForm(AdminAuthenticationForm):
+    """Lets in superusers and anyone with a membership of an active tenant."""
+
+    def confirm_login_allowed(self, user: Any) -> None:
+        if not user.is_active:
+            raise forms.ValidationError(self.error_messages["inactive"], code="inactive")
+        if not (user.is_superuser or active_membership(user) is not None):
+            raise forms.ValidationError(
+                self.error_messages["invalid_login"],
+                code="invalid_login",
+                params={"username": self.username_field.verbose_name},
+            )
+
+
+class ClawAdminSite(AdminSite):
+    site_header = "Claw Platform"
+    site_title = "Claw Platform admin"
+    index_title = "Configuration"
+    login_form = TenantAdminAuthenticationForm
+
+    def has_permission(self, request: HttpRequest) -> bool:
+        user = request.user
+        if not (user.is_active and user.is_authenticated):
+            return False
+        return bool(user.is_superuser or getattr(request, "membership", None))
+
+    def admin_view(
+        self, view: Any, cacheable: bool = False
+    ) -> Any:
+        inner = super().admin_view(view, cacheable)
+
+        @wraps(inner)
+        def scoped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            # Superusers operate the whole platform: their admin pages are unscoped.
+            # Everyone else stays inside the tenant the middleware put in context.
+            if request.user.is_authenticated and request.user.is_superuser:
+                with all_tenants():
+                    return inner(request, *args, **kwargs)
+            return inner(request, *args, **kwargs)
+
+        return scoped

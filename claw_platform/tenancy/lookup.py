@@ -1,0 +1,34 @@
+"""Finding a user's memberships. System code: runs before any tenant is in context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from claw_platform.tenancy.models import Membership
+
+
+def active_membership(user: Any, preferred_tenant_id: int | None = None) -> Membership | None:
+    """The membership the user acts under: the preferred tenant if they belong to it,
+    else their oldest membership of an active tenant."""
+    memberships = (
+        Membership.objects.unscoped()
+        .select_related("tenant")
+        .filter(user_id=user.pk, tenant__is_active=True)
+        .order_by("created_at", "pk")
+    )
+    chosen = None
+    for membership in memberships:
+        if membership.tenant_id == preferred_tenant_id:
+            return membership
+        if chosen is None:
+            chosen = membership
+    return chosen
+
+
+def user_memberships(user: Any) -> list[Membership]:
+    return list(
+        Membership.objects.unscoped()
+        .select_related("tenant")
+        .filter(user_id=user.pk, tenant__is_active=True)
+        .order_by("tenant__name")
+    )

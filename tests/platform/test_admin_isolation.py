@@ -1,0 +1,170 @@
+"""X1: the admin shows a user only their tenant's objects, by every path; roles decide
+who may change what; another tenant's object URL is a 404."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib import admin
+from django.test import Client
+from django.urls import reverse
+
+from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile
+from claw_platform.audit.models import AuditEvent
+from claw_platform.tenancy.models import Membership, TenantOwned
+from tests.fixtures.tenants import PASSWORD
+
+TENANT_MODELS = [m for m in admin.site._registry if issubclass(m, TenantOwned)]
+
+
+def client_for(user) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+def objects_of(tenant_set) -> dict[type, object]:
+    """One object of every tenant-owned admin model, belonging to ``tenant_set``."""
+    qs = {
+        LLMProvider: LLMProvider.objects.unscoped(),
+        ModelProfile: ModelProfile.objects.unscoped(),
+        Agent: Agent.objects.unscoped(),
+        AgentFile: AgentFile.objects.unscoped(),
+        AgentRevision: AgentRevision.objects.unscoped(),
+        Membership: Membership.objects.unscoped(),
+    }
+    return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
+
+
+def admin_url(obj, view: str) -> str:
+    opts = obj._meta
+    return reverse(f"admin:{opts.app_label}_{opts.model_name}_{view}", args=[obj.pk])
+
+
+def test_every_tenant_owned_admin_model_is_covered_here():
+    # A new tenant-owned model registered in the admin must be added to objects_of().
+    assert set(TENANT_MODELS) == {LLMProvider, ModelProfile, Agent, AgentFile, AgentRevision, Membership}
+
+
+@pytest.mark.parametrize("model", TENANT_MODELS, ids=lambda m: m.__name__)
+def test_change_lists_show_only_the_users_tenant(model, tenant_a, tenant_b):
+    client = client_for(tenant_a.owner)
+    opts = model._meta
+    response = client.get(reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist"))
+    assert response.status_code == 200
+    shown = list(response.context["cl"].result_list)
+    assert shown, "tenant A's own rows are listed"
+    assert all(obj.tenant_id == tenant_a.tenant.pk for obj in shown)
+
+
+@pytest.mark.parametrize("model", TENANT_MODELS, ids=lambda m: m.__name__)
+@pytest.mark.parametrize("view", ["change", "delete", "history"])
+def test_another_tenants_object_url_is_a_404(model, view, tenant_a, tenant_b):
+    foreign = objects_of(tenant_b)[model]
+    for user in (tenant_a.owner, tenant_a.viewer):
+        response = client_for(user).get(admin_url(foreign, view))
+        assert response.status_code == 404, (user.username, view)
+
+
+def test_a_foreign_object_cannot_be_changed_by_post(tenant_a, tenant_b):
+    client = client_for(tenant_a.owner)
+    response = client.post(admin_url(tenant_b.provider, "change"), {"name": "hijacked"})
+    assert response.status_code == 404
+    assert LLMProvider.objects.unscoped().get(pk=tenant_b.provider.pk).name == "b-provider"
+    response = client.post(admin_url(tenant_b.agent, "delete"), {"post": "yes"})
+    assert response.status_code == 404
+    assert Agent.objects.unscoped().filter(pk=tenant_b.agent.pk).exists()
+
+
+def test_bulk_delete_action_cannot_reach_foreign_ids(tenant_a, tenant_b):
+    client = client_for(tenant_a.owner)
+    client.post(
+        reverse("admin:agents_agent_changelist"),
+        {"action": "delete_selected", "_selected_action": [tenant_b.agent.pk], "post": "yes"},
+    )
+    assert Agent.objects.unscoped().filter(pk=tenant_b.agent.pk).exists()
+
+
+def test_autocomplete_offers_only_the_tenants_objects(tenant_a, tenant_b):
+    client = client_for(tenant_a.owner)
+    response = client.get(
+        reverse("admin:autocomplete"),
+        {"term": "", "app_label": "agents", "model_name": "agent", "field_name": "model"},
+    )
+    assert response.status_code == 200
+    ids = {int(r["id"]) for r in response.json()["results"]}
+    assert ids == {tenant_a.model.pk}
+
+
+def test_foreign_key_choices_offer_only_the_tenants_objects(tenant_a, tenant_b, outsider):
+    client = client_for(tenant_a.owner)
+    response = client.get(reverse("admin:agents_agentfile_add"))
+    form = response.context["adminform"].form
+    agents = set(form.fields["agent"].queryset.values_list("pk", flat=True))
+    users = set(form.fields["user"].queryset.values_list("username", flat=True))
+    assert agents == {tenant_a.agent.pk}
+    assert users == {"a_owner", "a_admin", "a_member", "a_viewer"}
+
+
+def test_it_refuses_a_file_for_a_foreign_agent_submitted_by_id(tenant_a, tenant_b):
+    client = client_for(tenant_a.owner)
+    response = client.post(
+        reverse("admin:agents_agentfile_add"),
+        {"agent": tenant_b.agent.pk, "name": "USER.md", "content": "injected"},
+    )
+    assert response.status_code == 200
+    assert "agent" in response.context["adminform"].form.errors
+    assert not AgentFile.objects.unscoped().filter(content="injected").exists()
+
+
+def test_viewer_can_read_but_not_change(tenant_a):
+    client = client_for(tenant_a.viewer)
+    assert client.get(reverse("admin:agents_agent_changelist")).status_code == 200
+    assert client.get(admin_url(tenant_a.agent, "change")).status_code == 200  # read-only view
+    assert client.get(reverse("admin:agents_agent_add")).status_code == 403
+    response = client.post(admin_url(tenant_a.agent, "change"), {"name": "renamed"})
+    assert response.status_code == 403
+    assert Agent.objects.unscoped().get(pk=tenant_a.agent.pk).name == "A assistant"
+    assert client.post(admin_url(tenant_a.agent, "delete"), {"post": "yes"}).status_code == 403
+
+
+def test_member_can_read_but_not_change(tenant_a):
+    client = client_for(tenant_a.member)
+    assert client.get(reverse("admin:agents_agent_changelist")).status_code == 200
+    assert client.get(reverse("admin:agents_llmprovider_add")).status_code == 403
+
+
+def test_outsider_gets_no_admin(tenant_a, outsider):
+    client = Client()
+    response = client.post(reverse("admin:login"), {"username": outsider.username, "password": PASSWORD})
+    assert response.status_code == 200  # the login form again, with an error
+    assert response.context["form"].errors
+    response = client.get(reverse("admin:agents_agent_changelist"))
+    assert response.status_code == 302
+    assert reverse("admin:login") in response["Location"]
+
+
+def test_member_of_a_tenant_can_sign_in_to_the_admin(tenant_a):
+    client = Client()
+    response = client.post(
+        reverse("admin:login"), {"username": "a_admin", "password": PASSWORD, "next": "/admin/"}
+    )
+    assert response.status_code == 302
+    assert client.get("/admin/").status_code == 200
+
+
+def test_audit_list_shows_only_the_tenants_events(tenant_a, tenant_b):
+    client = client_for(tenant_a.owner)
+    response = client.get(reverse("admin:audit_auditevent_changelist"))
+    assert response.status_code == 200
+    events = list(response.context["cl"].result_list)
+    assert events
+    assert {e.tenant_id for e in events} == {tenant_a.tenant.pk}
+    foreign = AuditEvent.objects.unscoped().filter(tenant=tenant_b.tenant).first()
+    assert client.get(reverse("admin:audit_auditevent_change", args=[foreign.pk])).status_code == 404
+
+
+def test_tenant_page_shows_only_the_users_tenant(tenant_a, tenant_b):
+    client = client_for(tenant_a.owner)
+    response = client.get(reverse("admin:tenancy_tenant_changelist"))
+    assert [t.pk for t in response.context["cl"].result_list] == [tenant_a.tenant.pk]
+    assert client.get(reverse("admin:tenancy_tenant_change", args=[tenant_b.tenant.pk])).status_code == 404
