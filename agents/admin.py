@@ -18,7 +18,7 @@ from agents.actions.revisions import (
     flatten_snapshot,
     revision_diff,
 )
-from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile
+from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile, Session, UsageRecord
 from claw_platform.admin.scoped import TenantScopedAdmin, TenantScopedInline, can_edit, can_view
 from claw_platform.audit.actions import client_ip
 
@@ -235,3 +235,53 @@ class AgentRevisionAdmin(TenantScopedAdmin):
             self.message_user(request, "; ".join(exc.messages), messages.ERROR)
             return
         self.message_user(request, f"{revision.agent} restored to r{revision.number} (now r{new.number}).")
+
+
+class ReadOnlyTenantAdmin(TenantScopedAdmin):
+    """Rows the product writes (conversations, usage): browsable, never edited here."""
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Session)
+class SessionAdmin(ReadOnlyTenantAdmin):
+    list_display = [
+        "__str__",
+        "agent",
+        "user",
+        "channel",
+        "input_tokens",
+        "output_tokens",
+        "cost",
+        "last_activity_at",
+    ]
+    list_filter = ["agent", "channel"]
+    search_fields = ["title", "external_key"]
+    list_select_related = ["agent", "user"]
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyTenantAdmin):
+    list_display = [
+        "created_at",
+        "agent",
+        "user",
+        "provider",
+        "model",
+        "purpose",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "cost",
+        "latency_ms",
+    ]
+    list_filter = ["purpose", "provider", "model", ("created_at", admin.DateFieldListFilter)]
+    date_hierarchy = "created_at"
+    list_select_related = ["agent", "user"]

@@ -152,6 +152,10 @@ def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
     if value in {"postgres", "postgresql"}:
         cfg = {k: v for k, v in database.items() if k in {"NAME", "USER", "PASSWORD", "HOST", "PORT"}}
         cfg["ENGINE"] = "django.db.backends.postgresql"
+        # channels_postgres builds a Django DatabaseWrapper from this: it needs
+        # TIME_ZONE, and the socket/port options of the embedded server.
+        cfg["TIME_ZONE"] = None
+        cfg["OPTIONS"] = dict(database.get("OPTIONS", {}))
         return {
             "BACKEND": "channels_postgres.core.PostgresChannelLayer",
             "CONFIG": {**cfg, "PSYCOPG_OPTIONS": {"min_size": 1, "max_size": 10}},

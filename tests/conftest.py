@@ -5,10 +5,24 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.tenants"]
+pytest_plugins = ["tests.fixtures.tenants", "tests.fakes.fixtures", "tests.fakes.network"]
 
 
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):  # type: ignore[no-untyped-def]
     # PBKDF2's deliberate slowness costs seconds per fixture set; tests don't need it.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
+    """Drop connections that worker threads (sync_to_async) left open, so the test
+    database can be torn down at the end of the run."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

@@ -1,6 +1,16 @@
+from __future__ import annotations
+
 from django.apps import AppConfig
 
 
 class ToolsAppConfig(AppConfig):
     name = "tools_app"
     verbose_name = "Tools, hooks and approvals"
+
+    def ready(self) -> None:
+        # Built-ins are registered here, not at import time, so importing a tool
+        # module never has side effects (STYLE 8).
+        from tools_app.builtins import register_builtins
+        from tools_app.registry import builtin_registry
+
+        register_builtins(builtin_registry)

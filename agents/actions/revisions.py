@@ -13,7 +13,7 @@ from agents.models import Agent, AgentFile, AgentRevision, ModelProfile
 from claw_platform.audit.actions import diff_snapshots, field_json_value, record_audit_event
 
 # Fields that are bookkeeping, not configuration.
-_NOT_CONFIG = {"id", "tenant", "created_at", "updated_at"}
+_NOT_CONFIG = {"id", "tenant", "created_at", "updated_at", *Agent.AUDIT_EXCLUDE}
 
 
 def agent_snapshot(agent: Agent) -> dict[str, Any]:

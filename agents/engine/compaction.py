@@ -141,9 +141,7 @@ def needs_compaction(
     than ``trigger_ratio`` of the context window (GoClaw: > 50 or > 75 %)."""
     if len(messages) > settings.message_threshold:
         return True
-    return context_ratio(messages, context_window=context_window, system=system) > (
-        settings.trigger_ratio
-    )
+    return context_ratio(messages, context_window=context_window, system=system) > (settings.trigger_ratio)
 
 
 def choose_strategy(ratio: float) -> str:
@@ -193,9 +191,7 @@ def summary_messages(summary: str) -> list[Message]:
     ]
 
 
-def format_transcript(
-    messages: Sequence[Message], *, max_chars: int = SUMMARY_INPUT_MAX_CHARS
-) -> str:
+def format_transcript(messages: Sequence[Message], *, max_chars: int = SUMMARY_INPUT_MAX_CHARS) -> str:
     """Render messages as ``[role]: text`` blocks for a summarizer (MicroClaw).
 
     Tool calls and results appear in short form; the whole is capped at
@@ -325,9 +321,7 @@ def needs_memory_flush(
     """GoClaw's flush trigger: estimate >= window - 20,000 - 4,000, at most once per
     compaction cycle (pass the session's compaction counter and the counter value at
     the last flush). The loop also flushes before any compaction it runs."""
-    if last_flush_compaction_count is not None and last_flush_compaction_count >= (
-        compaction_count
-    ):
+    if last_flush_compaction_count is not None and last_flush_compaction_count >= (compaction_count):
         return False
     window = context_window if context_window > 0 else DEFAULT_CONTEXT_WINDOW
     threshold = max(window - reserve_tokens - soft_threshold_tokens, 0)

@@ -171,9 +171,7 @@ def prune_tool_results(
         return out
 
     first, cutoff = _protected_bounds(out, settings.keep_last_assistants)
-    prunable = [
-        i for i in range(first + 1, cutoff) if out[i].role != "system" and out[i].tool_results
-    ]
+    prunable = [i for i in range(first + 1, cutoff) if out[i].role != "system" and out[i].tool_results]
     if not prunable:
         return out
 
@@ -221,9 +219,7 @@ def prune_tool_results(
 
 
 def _missing_result(call_id: str, name: str) -> ToolResultPart:
-    return ToolResultPart(
-        tool_call_id=call_id, name=name, content=MISSING_RESULT_TEXT, is_error=True
-    )
+    return ToolResultPart(tool_call_id=call_id, name=name, content=MISSING_RESULT_TEXT, is_error=True)
 
 
 def _merge(previous: Message, message: Message) -> Message:
@@ -294,9 +290,7 @@ def repair_tool_pairing(
                 ):
                     found[part.tool_call_id] = part
             index += 1
-        results: list[Part] = [
-            found.get(call.id) or _missing_result(call.id, call.name) for call in calls
-        ]
+        results: list[Part] = [found.get(call.id) or _missing_result(call.id, call.name) for call in calls]
         out.append(Message("tool", results))
     return out
 
@@ -314,7 +308,5 @@ def build_history(
 ) -> list[Message]:
     """Run the three stages in order: limit turns, prune tool results, repair pairing."""
     limited = limit_history_turns(messages, turn_limit)
-    pruned = prune_tool_results(
-        limited, context_window=context_window, settings=settings, system=system
-    )
+    pruned = prune_tool_results(limited, context_window=context_window, settings=settings, system=system)
     return repair_tool_pairing(pruned)

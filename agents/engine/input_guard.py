@@ -131,6 +131,4 @@ def check_user_input(
                 "Please rephrase it."
             )
 
-    return GuardResult(
-        text=text, findings=findings, blocked=blocked, truncated=truncated, notice=notice
-    )
+    return GuardResult(text=text, findings=findings, blocked=blocked, truncated=truncated, notice=notice)

@@ -97,8 +97,7 @@ def strip_garbled_tool_xml(text: str) -> str:
     """Step 1: remove tool-call XML printed as text; all-XML replies become empty."""
     lowered = text.lower()
     if not any(
-        marker in lowered
-        for marker in ("<tool", "<function", "<invoke", "<parameter", "<minimax", "<arg_")
+        marker in lowered for marker in ("<tool", "<function", "<invoke", "<parameter", "<minimax", "<arg_")
     ):
         return text
     cleaned = _GARBLED_BLOCK_RE.sub("", text)

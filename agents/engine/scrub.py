@@ -47,16 +47,12 @@ _SLACK_WEBHOOK_RE = re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_
 _BEARER_RE = re.compile(r"(?i)(\bbearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 _BASIC_RE = re.compile(r"(?i)(\bauthorization\s*[:=]\s*[\"']?basic\s+)[A-Za-z0-9+/=]{8,}")
 # scheme://user:password@host -- only the password goes.
-_URL_PASSWORD_RE = re.compile(
-    r"(\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@]{0,256}:)([^\s@/]{1,256})(@)"
-)
+_URL_PASSWORD_RE = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]{1,20}://[^\s:/@]{0,256}:)([^\s@/]{1,256})(@)")
 
 # key = value. Found on the lower-cased text by keyword; the identifier it sits in
 # must then *be* a secret-ish name (``db_password``, ``x-api-key``), not merely
 # contain one (``monkey``).
-_KEYWORD_HIT_RE = re.compile(
-    r"(?:key|token|secret|passw|pwd|credential)[a-z0-9_.-]{0,30}[\"']?[ \t]*[:=]"
-)
+_KEYWORD_HIT_RE = re.compile(r"(?:key|token|secret|passw|pwd|credential)[a-z0-9_.-]{0,30}[\"']?[ \t]*[:=]")
 _SECRET_NAME_RE = re.compile(
     r"(?:[a-z0-9]{1,24}[_.-]){0,5}"
     r"(?:api[_-]?key|apikey|access[_-]?key|secret(?:[_-]?key)?|client[_-]?secret|"

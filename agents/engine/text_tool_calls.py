@@ -51,9 +51,7 @@ _FAMILIES: tuple[tuple[str, ...], ...] = (
     ("memory_search", "memory_recall", "search_memory", "recall", "recall_memory"),
 )  # fmt: skip
 
-TOOL_NAME_ALIASES: dict[str, tuple[str, ...]] = {
-    name: family for family in _FAMILIES for name in family
-}
+TOOL_NAME_ALIASES: dict[str, tuple[str, ...]] = {name: family for family in _FAMILIES for name in family}
 """Alias (normalised, lower-case) -> candidate canonical names, in preference order."""
 
 _NAME_PREFIXES = ("functions.", "function.", "tools.", "tool.", "default_api.", "default_api:")
@@ -104,9 +102,7 @@ _INVOKE_PARAM_RE = re.compile(
 )
 _FUNCTION_RE = re.compile(r"<function=([^>\s]+)\s*>(.*?)(?:</function\s*>|\Z)", re.S | re.I)
 _FUNCTION_PARAM_RE = re.compile(r"<parameter=([^>\s]+)\s*>(.*?)</parameter\s*>", re.S | re.I)
-_GLM_PAIR_RE = re.compile(
-    r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S | re.I
-)
+_GLM_PAIR_RE = re.compile(r"<arg_key>\s*(.*?)\s*</arg_key>\s*<arg_value>(.*?)</arg_value>", re.S | re.I)
 _GLM_RE = re.compile(
     r"^[ \t]*([A-Za-z_][\w.\-]*)[ \t]*\n"
     r"((?:[ \t]*<arg_key>.*?</arg_key>\s*<arg_value>.*?</arg_value>[ \t]*\n?)+)",

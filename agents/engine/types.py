@@ -13,7 +13,7 @@ an unknown ``type`` raises :class:`UnknownContentPart` instead of being dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 
@@ -86,7 +86,7 @@ class FinishPart:
     type: Literal["finish"] = "finish"
 
 
-Part = Union[TextPart, ReasoningPart, ToolCallPart, ToolResultPart, ImagePart, FinishPart]
+Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart | ImagePart | FinishPart
 
 _PART_TYPES: dict[str, type] = {
     "text": TextPart,
@@ -249,7 +249,7 @@ class Completed:
     type: Literal["completed"] = "completed"
 
 
-ProviderEvent = Union[TextDelta, ThinkingDelta, ToolUseStart, ToolUseDelta, ToolUseStop, Completed]
+ProviderEvent = TextDelta | ThinkingDelta | ToolUseStart | ToolUseDelta | ToolUseStop | Completed
 
 
 @dataclass(slots=True)

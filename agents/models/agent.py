@@ -122,8 +122,14 @@ class Agent(TenantOwned):
     busy_policy = models.CharField(max_length=16, choices=BusyPolicy.choices, default=BusyPolicy.QUEUE)
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     enabled = models.BooleanField(default=True)
+    # Bumped whenever the agent, its files, its models or their providers change, so
+    # every process's agent cache can tell a stale entry with one cheap query (G2).
+    config_version = models.PositiveIntegerField(default=1, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # Bookkeeping that audit diffs and revisions leave out.
+    AUDIT_EXCLUDE = frozenset({"config_version"})
 
     class Meta:
         ordering = ["name"]

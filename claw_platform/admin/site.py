@@ -40,9 +40,7 @@ class ClawAdminSite(AdminSite):
             return False
         return bool(user.is_superuser or getattr(request, "membership", None))
 
-    def admin_view(
-        self, view: Any, cacheable: bool = False
-    ) -> Any:
+    def admin_view(self, view: Any, cacheable: bool = False) -> Any:
         inner = super().admin_view(view, cacheable)
 
         @wraps(inner)

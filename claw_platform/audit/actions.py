@@ -15,8 +15,9 @@ SECRET_MASK = "********"
 def snapshot(instance: models.Model) -> dict[str, Any]:
     """Field values of a model instance, JSON-safe, secrets masked."""
     data: dict[str, Any] = {}
+    excluded: frozenset[str] = getattr(instance, "AUDIT_EXCLUDE", frozenset())
     for field in instance._meta.concrete_fields:
-        if getattr(field, "auto_now", False):
+        if getattr(field, "auto_now", False) or field.name in excluded:
             continue  # bookkeeping, not a change anyone made
         if getattr(field, "secret", False):
             raw = field.value_from_object(instance)

@@ -76,8 +76,17 @@ def check_channel_layer(timeout: float = 3.0) -> CheckResult:
         if layer is None:
             raise RuntimeError("no channel layer configured")
         channel = await layer.new_channel()
-        await layer.send(channel, {"type": "health.ping"})
-        message = await asyncio.wait_for(layer.receive(channel), timeout)
+        # Receive first, then send until it arrives: channels_postgres drops a
+        # notification that lands before the receiver is listening.
+        receiver = asyncio.ensure_future(layer.receive(channel))
+        try:
+            async with asyncio.timeout(timeout):
+                while not receiver.done():
+                    await layer.send(channel, {"type": "health.ping"})
+                    await asyncio.wait({receiver}, timeout=0.2)
+        finally:
+            receiver.cancel()
+        message = receiver.result()
         if message.get("type") != "health.ping":
             raise RuntimeError(f"unexpected message {message!r}")
 

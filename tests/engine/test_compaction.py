@@ -233,9 +233,7 @@ def test_e18_summary_prompt_and_transcript() -> None:
 
 
 def test_e19_memory_flush_prompt_is_goclaws() -> None:
-    assert MEMORY_FLUSH_PROMPT.startswith(
-        "Store durable memories now, if nothing to store reply NO_REPLY."
-    )
+    assert MEMORY_FLUSH_PROMPT.startswith("Store durable memories now, if nothing to store reply NO_REPLY.")
 
 
 def test_e19_memory_flush_triggers_near_the_window_once_per_cycle() -> None:
@@ -247,9 +245,7 @@ def test_e19_memory_flush_triggers_near_the_window_once_per_cycle() -> None:
     assert not needs_memory_flush(
         near, context_window=window, compaction_count=2, last_flush_compaction_count=2
     )
-    assert needs_memory_flush(
-        near, context_window=window, compaction_count=3, last_flush_compaction_count=2
-    )
+    assert needs_memory_flush(near, context_window=window, compaction_count=3, last_flush_compaction_count=2)
 
 
 def test_e19_memory_flush_turn_gets_recent_messages_then_the_prompt() -> None:

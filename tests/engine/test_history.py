@@ -173,9 +173,7 @@ def test_e17_it_drops_results_whose_ids_do_not_match() -> None:
 
 
 def test_e17_it_synthesises_missing_results() -> None:
-    assistant = Message(
-        "assistant", [ToolCallPart("c1", "bash", {}), ToolCallPart("c2", "read_file", {})]
-    )
+    assistant = Message("assistant", [ToolCallPart("c1", "bash", {}), ToolCallPart("c2", "read_file", {})])
     history = [Message.user("q"), assistant, result("c2", "file"), Message.user("next")]
     repaired = repair_tool_pairing(history)
     assert [m.role for m in repaired] == ["user", "assistant", "tool", "user"]

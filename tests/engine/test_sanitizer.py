@@ -12,9 +12,7 @@ from agents.engine.sanitizer import (
 
 
 def test_e12_it_strips_garbled_tool_xml() -> None:
-    raw = (
-        'Checking now.\n<tool_call>{"name": "bash"}</tool_call>\n<parameter name="x">1</parameter>'
-    )
+    raw = 'Checking now.\n<tool_call>{"name": "bash"}</tool_call>\n<parameter name="x">1</parameter>'
     assert sanitize_output(raw).text == "Checking now."
 
 

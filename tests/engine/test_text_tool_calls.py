@@ -35,14 +35,10 @@ def test_e7_unknown_names_do_not_resolve() -> None:
 
 
 def test_e7_it_parses_a_tool_call_xml_block_with_json() -> None:
-    text = (
-        'Let me look.\n<tool_call>\n{"name": "shell", "arguments": {"command": "ls"}}\n</tool_call>'
-    )
+    text = 'Let me look.\n<tool_call>\n{"name": "shell", "arguments": {"command": "ls"}}\n</tool_call>'
     remaining, calls = extract_text_tool_calls(text, KNOWN)
     assert remaining == "Let me look."
-    assert [(c.id, c.name, c.arguments) for c in calls] == [
-        ("text_call_0", "bash", {"command": "ls"})
-    ]
+    assert [(c.id, c.name, c.arguments) for c in calls] == [("text_call_0", "bash", {"command": "ls"})]
 
 
 def test_e7_it_parses_invoke_blocks_with_parameters() -> None:

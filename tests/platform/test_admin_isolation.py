@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
 
-from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile
+from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile, Session, UsageRecord
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
 from tests.fixtures.tenants import PASSWORD
@@ -31,6 +31,8 @@ def objects_of(tenant_set) -> dict[type, object]:
         AgentFile: AgentFile.objects.unscoped(),
         AgentRevision: AgentRevision.objects.unscoped(),
         Membership: Membership.objects.unscoped(),
+        Session: Session.objects.unscoped(),
+        UsageRecord: UsageRecord.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -42,7 +44,16 @@ def admin_url(obj, view: str) -> str:
 
 def test_every_tenant_owned_admin_model_is_covered_here():
     # A new tenant-owned model registered in the admin must be added to objects_of().
-    assert set(TENANT_MODELS) == {LLMProvider, ModelProfile, Agent, AgentFile, AgentRevision, Membership}
+    assert set(TENANT_MODELS) == {
+        LLMProvider,
+        ModelProfile,
+        Agent,
+        AgentFile,
+        AgentRevision,
+        Membership,
+        Session,
+        UsageRecord,
+    }
 
 
 @pytest.mark.parametrize("model", TENANT_MODELS, ids=lambda m: m.__name__)

@@ -13,14 +13,9 @@ $$ LANGUAGE plpgsql;
 CREATE TRIGGER audit_event_no_update_delete
     BEFORE UPDATE OR DELETE ON audit_auditevent
     FOR EACH ROW EXECUTE FUNCTION audit_event_append_only();
-
-CREATE TRIGGER audit_event_no_truncate
-    BEFORE TRUNCATE ON audit_auditevent
-    FOR EACH STATEMENT EXECUTE FUNCTION audit_event_append_only();
 """
 
 BACKWARD = """
-DROP TRIGGER IF EXISTS audit_event_no_truncate ON audit_auditevent;
 DROP TRIGGER IF EXISTS audit_event_no_update_delete ON audit_auditevent;
 DROP FUNCTION IF EXISTS audit_event_append_only();
 """

@@ -1,0 +1,45 @@
+"""Usage records (O1): one row per LLM call, with its cost (P5)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+
+from claw_platform.tenancy.models import TenantOwned
+
+
+class UsagePurpose(models.TextChoices):
+    AGENT_LOOP = "agent_loop", "Agent loop"
+    COMPACTION = "compaction", "Compaction"
+    TITLE = "title", "Title"
+    SUMMARY = "summary", "Summary"
+    FLUSH = "flush", "Memory flush"
+    SUB_AGENT = "sub_agent", "Sub-agent"
+
+
+class UsageRecord(TenantOwned):
+    agent = models.ForeignKey("agents.Agent", on_delete=models.SET_NULL, null=True, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
+    session = models.ForeignKey("agents.Session", on_delete=models.SET_NULL, null=True, related_name="+")
+    turn = models.ForeignKey("agents.Turn", on_delete=models.SET_NULL, null=True, related_name="+")
+    provider = models.CharField(max_length=100)
+    model = models.CharField(max_length=200)
+    purpose = models.CharField(max_length=16, choices=UsagePurpose.choices, default=UsagePurpose.AGENT_LOOP)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_tokens = models.PositiveIntegerField(default=0)
+    cache_write_tokens = models.PositiveIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
+    latency_ms = models.PositiveIntegerField(default=0)
+    stop_reason = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["tenant", "created_at"], name="usage_tenant_time")]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.purpose} {self.input_tokens}+{self.output_tokens}"

@@ -1,0 +1,402 @@
+"""One user message, end to end: slash command or a turn of the agent loop.
+
+Django-side glue around ``agents.engine.turn.run_turn``: it resolves the agent (G2),
+opens the turn (with its undo checkpoint), binds the PostgreSQL store, builds the
+system-prompt context and the turn settings from the agent, runs the turn and closes
+it. The web UI, the API, routines and `claw chat` all come through here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from agents.actions.config import do_save_agent_file
+from agents.actions.conversation import (
+    do_finish_turn,
+    do_new_thread,
+    do_redo,
+    do_set_title,
+    do_start_turn,
+    do_switch_thread,
+    do_undo,
+)
+from agents.engine.commands import SlashCommand, parse_slash_command
+from agents.engine.compaction import CompactionSettings
+from agents.engine.history import PruneSettings
+from agents.engine.interfaces import CancelToken, EventSink, RunContext, ToolExecutor, UsageRecord
+from agents.engine.prompt import PromptContext
+from agents.engine.turn import TurnConfig, TurnResult, compact_session, run_turn
+from agents.models import AgentFile, Message, ModelProfile, Session, Turn
+from agents.runtime.llm import model_spec
+from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
+from agents.runtime.store import DjangoRunStore, TurnBinding
+from agents.runtime.tools import registry_tools
+from claw_platform.tenancy.context import tenant_context
+
+VERSION = "0.1.0"
+
+HELP_TEXT = """Commands:
+/new, /clear      start a new conversation thread
+/thread <id>      switch to a thread; /resume <id> too
+/undo, /redo      take back the last turn, or bring it back
+/compact          summarise older history now (also /summarize)
+/model [name]     show or switch this session's model; /model default resets
+/models           list the models you can switch to
+/tools            the tools this agent may use
+/status           agent, model, tokens and cost of this session
+/stop             stop the running reply
+/ping, /version, /help"""
+
+ToolsFactory = Callable[[ResolvedAgent, Session], Awaitable[ToolExecutor]]
+
+
+@dataclass
+class ChatReply:
+    """What the caller shows: a command's answer or a turn's outcome."""
+
+    text: str
+    status: str
+    command: str | None = None
+    turn: TurnResult | None = None
+    turn_id: int | None = None
+    notices: list[str] = field(default_factory=list)
+
+
+async def handle_message(
+    session_id: Any,
+    text: str,
+    *,
+    events: EventSink | None = None,
+    cancel: CancelToken | None = None,
+    tools_factory: ToolsFactory = registry_tools,
+    stream: bool = True,
+) -> ChatReply:
+    """Answer ``text`` in the session: a slash command at once, else a full turn."""
+    session = await sync_to_async(_load_session, thread_sensitive=False)(session_id)
+    agent = await sync_to_async(resolve_agent, thread_sensitive=False)(session.agent_id)
+    command = parse_slash_command(text)
+    if command is not None:
+        return await _run_command(command, session, agent, tools_factory)
+    return await _run_turn(
+        session, agent, text, events=events, cancel=cancel, tools_factory=tools_factory, stream=stream
+    )
+
+
+def _load_session(session_id: Any) -> Session:
+    return Session._base_manager.select_related("agent", "user").get(pk=session_id)
+
+
+# ----------------------------------------------------------------------- turns
+
+
+def turn_config(agent: ResolvedAgent, model: ModelConfig, *, stream: bool = True) -> TurnConfig:
+    return TurnConfig(
+        max_iterations=agent.max_iterations,
+        parallel_tools=agent.parallel_tools,
+        stream=stream,
+        show_thinking=agent.show_thinking,
+        input_guard_mode=agent.input_guard_mode,
+        history_turns=agent.history_turn_limit,
+        prune=PruneSettings(),
+        compaction=CompactionSettings(
+            message_threshold=agent.compaction_message_threshold,
+            trigger_ratio=agent.compaction_trigger_ratio,
+            keep_recent=agent.compaction_keep_recent,
+        ),
+        time_budget=float(agent.time_budget_seconds),
+        max_tokens=model.max_output_tokens,
+        temperature=agent.temperature,
+        extra_body=dict(model.body_overrides),
+    )
+
+
+def _session_model(session: Session, agent: ResolvedAgent) -> ModelConfig:
+    if session.model_override_id:
+        profile = (
+            ModelProfile._base_manager.select_related("provider")
+            .filter(pk=session.model_override_id, tenant_id=session.tenant_id)
+            .first()
+        )
+        if profile is not None:
+            return model_config(profile)
+    return agent.model
+
+
+def prompt_context(
+    agent: ResolvedAgent, session: Session, tools: ToolExecutor, model: ModelConfig, *, first_run: bool
+) -> PromptContext:
+    user = session.user
+    return PromptContext(
+        agent_name=agent.name,
+        agent_id=agent.slug,
+        identity=agent.description,
+        context_files=agent.context_files(session.user_id),
+        tools=tools.definitions(),
+        user_name=(user.get_full_name() or user.get_username()) if user else None,
+        user_id=str(session.user_id) if session.user_id else None,
+        timezone=agent.timezone,
+        channel=session.channel,
+        is_first_run=first_run,
+        is_subagent=session.depth > 0,
+        model=model.model,
+        provider=model.provider_name,
+        session_id=str(session.pk),
+    )
+
+
+async def _run_turn(
+    session: Session,
+    agent: ResolvedAgent,
+    text: str,
+    *,
+    events: EventSink | None,
+    cancel: CancelToken | None,
+    tools_factory: ToolsFactory,
+    stream: bool,
+) -> ChatReply:
+    if not agent.enabled:
+        return ChatReply(f"The agent {agent.name} is disabled.", "failed")
+    turn = await sync_to_async(_start_turn, thread_sensitive=False)(session, text)
+    store = DjangoRunStore(_binding(session, turn))
+    model_cfg = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    tools = await tools_factory(agent, session)
+    ctx = RunContext(
+        tenant_id=str(session.tenant_id),
+        user_id=str(session.user_id or ""),
+        agent_id=str(agent.agent_id),
+        session_id=str(session.pk),
+        channel=session.channel,
+        depth=session.depth,
+        cancel=cancel or CancelToken(),
+        extra={"timezone": agent.timezone},
+    )
+    first_run = turn.number == 1 and not session.title
+    prompt = prompt_context(agent, session, tools, model_cfg, first_run=first_run)
+    cheap = model_spec(agent.cheap_model) if agent.cheap_model else None
+
+    async def save_title(title: str, usage: list[UsageRecord]) -> None:
+        await sync_to_async(do_set_title, thread_sensitive=False)(session, title)
+        await store.record_usage(usage)
+
+    async def remember(fact: str, run_ctx: RunContext) -> str:
+        await sync_to_async(_remember, thread_sensitive=False)(session, fact)
+        return f"Noted. I'll remember: {fact}"
+
+    try:
+        result = await run_turn(
+            text,
+            model=model_spec(model_cfg),
+            tools=tools,
+            store=store,
+            ctx=ctx,
+            prompt=prompt,
+            config=turn_config(agent, model_cfg, stream=stream),
+            events=events,
+            cheap_model=cheap,
+            remember=remember,
+            save_title=save_title if not session.title else None,
+        )
+    except BaseException as exc:
+        # The engine turns provider faults into a failed TurnResult; anything that
+        # still escapes (a bug, a lost database) must not leave the turn "running".
+        await sync_to_async(do_finish_turn, thread_sensitive=False)(
+            turn, status="failed", error=str(exc)[:500]
+        )
+        raise
+    await sync_to_async(do_finish_turn, thread_sensitive=False)(
+        turn, status=result.status, text=result.text, error=result.error or ""
+    )
+    return ChatReply(result.text, result.status, turn=result, turn_id=turn.pk, notices=list(result.notices))
+
+
+def _start_turn(session: Session, text: str) -> Turn:
+    with tenant_context(session.tenant_id):
+        return do_start_turn(session, text)
+
+
+def _binding(session: Session, turn: Turn) -> TurnBinding:
+    return TurnBinding(
+        tenant_id=session.tenant_id,
+        session_id=session.pk,
+        thread_id=turn.thread_id,
+        turn_id=turn.pk,
+        agent_id=session.agent_id,
+        user_id=session.user_id,
+    )
+
+
+def _remember(session: Session, fact: str) -> None:
+    """E24 without an LLM call: the fact goes to the user's MEMORY.md (M3)."""
+    with tenant_context(session.tenant_id):
+        existing = (
+            AgentFile._base_manager.filter(agent_id=session.agent_id, user=session.user, name="MEMORY.md")
+            .values_list("content", flat=True)
+            .first()
+        ) or ""
+        line = f"- {fact.strip()}"
+        content = (existing.rstrip() + "\n" + line).strip() if existing else line
+        do_save_agent_file(
+            session.agent, "MEMORY.md", content[-20_000:], user=session.user, acting_user=session.user
+        )
+
+
+# -------------------------------------------------------------------- commands
+
+
+async def _run_command(
+    command: SlashCommand, session: Session, agent: ResolvedAgent, tools_factory: ToolsFactory
+) -> ChatReply:
+    if command.error:
+        return ChatReply(command.error, "failed", command=command.name)
+    handler = _COMMANDS.get(command.name)
+    if handler is None:
+        return ChatReply(f"/{command.name} is not available here.", "completed", command=command.name)
+    text = await handler(command, session, agent, tools_factory)
+    return ChatReply(text, "completed", command=command.name)
+
+
+async def _help(*_: Any) -> str:
+    return HELP_TEXT
+
+
+async def _ping(*_: Any) -> str:
+    return "pong"
+
+
+async def _version(*_: Any) -> str:
+    return f"Claw Platform {VERSION}"
+
+
+async def _new(command: SlashCommand, session: Session, *_: Any) -> str:
+    thread = await sync_to_async(do_new_thread, thread_sensitive=False)(session)
+    return f"Started a new conversation thread ({str(thread.pk)[:8]})."
+
+
+async def _switch(command: SlashCommand, session: Session, *_: Any) -> str:
+    thread = await sync_to_async(do_switch_thread, thread_sensitive=False)(session, command.args)
+    return (
+        f"Switched to thread {command.args[:8]}." if thread else f"No thread {command.args} in this session."
+    )
+
+
+async def _undo(command: SlashCommand, session: Session, *_: Any) -> str:
+    number = await sync_to_async(do_undo, thread_sensitive=False)(session)
+    return "Undid the last turn." if number else "Nothing to undo."
+
+
+async def _redo(command: SlashCommand, session: Session, *_: Any) -> str:
+    number = await sync_to_async(do_redo, thread_sensitive=False)(session)
+    return "Redid the turn." if number else "Nothing to redo."
+
+
+async def _models(command: SlashCommand, session: Session, agent: ResolvedAgent, *_: Any) -> str:
+    models = await sync_to_async(tenant_models, thread_sensitive=False)(session.tenant_id)
+    current = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    lines = [
+        f"{'*' if m.profile_id == current.profile_id else ' '} {m.provider_name}:{m.model}"
+        + (f" ({m.label})" if m.label else "")
+        for m in models
+    ]
+    return "Models (* = in use):\n" + "\n".join(lines)
+
+
+async def _model(command: SlashCommand, session: Session, agent: ResolvedAgent, *_: Any) -> str:
+    current = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    if not command.args:
+        return (
+            f"Model: {current.provider_name}:{current.model}. Switch with /model <name>; list with /models."
+        )
+    wanted = command.args.strip()
+    if wanted.lower() in {"default", "reset"}:
+        await sync_to_async(_set_override, thread_sensitive=False)(session, None)
+        return f"Back to the agent's model {agent.model.provider_name}:{agent.model.model}."
+    models = await sync_to_async(tenant_models, thread_sensitive=False)(session.tenant_id)
+    match = next((m for m in models if wanted in {m.model, f"{m.provider_name}:{m.model}", m.label}), None)
+    if match is None:
+        return f"No model {wanted!r}. Available: " + ", ".join(f"{m.provider_name}:{m.model}" for m in models)
+    await sync_to_async(_set_override, thread_sensitive=False)(session, match.profile_id)
+    return f"Switched this session to {match.provider_name}:{match.model}."
+
+
+def _set_override(session: Session, profile_id: int | None) -> None:
+    Session._base_manager.filter(pk=session.pk).update(model_override_id=profile_id)
+    session.model_override_id = profile_id
+
+
+async def _status(command: SlashCommand, session: Session, agent: ResolvedAgent, *_: Any) -> str:
+    def read() -> tuple[Session, int]:
+        fresh = Session._base_manager.get(pk=session.pk)
+        messages = Message._base_manager.filter(thread=fresh.active_thread, state="active").count()
+        return fresh, messages
+
+    fresh, messages = await sync_to_async(read, thread_sensitive=False)()
+    model = await sync_to_async(_session_model, thread_sensitive=False)(fresh, agent)
+    return (
+        f"Agent: {agent.name} ({agent.slug})\nModel: {model.provider_name}:{model.model}\n"
+        f"Session: {fresh.pk}\nThread: {fresh.active_thread_id}\nMessages in context: {messages}\n"
+        f"Tokens: {fresh.input_tokens} in / {fresh.output_tokens} out\nCost: ${fresh.cost:.4f}"
+    )
+
+
+async def _tools(
+    command: SlashCommand, session: Session, agent: ResolvedAgent, tools_factory: ToolsFactory
+) -> str:
+    tools = await tools_factory(agent, session)
+    names = [d.name for d in tools.definitions()]
+    return "Tools: " + (", ".join(names) if names else "none")
+
+
+async def _compact(
+    command: SlashCommand, session: Session, agent: ResolvedAgent, tools_factory: ToolsFactory
+) -> str:
+    turn = await sync_to_async(_start_turn, thread_sensitive=False)(session, command.raw)
+    store = DjangoRunStore(_binding(session, turn))
+    model_cfg = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    tools = await tools_factory(agent, session)
+    ctx = RunContext(
+        tenant_id=str(session.tenant_id),
+        user_id=str(session.user_id or ""),
+        agent_id=str(agent.agent_id),
+        session_id=str(session.pk),
+    )
+    result = await compact_session(
+        model=model_spec(model_cfg),
+        tools=tools,
+        store=store,
+        ctx=ctx,
+        prompt=prompt_context(agent, session, tools, model_cfg, first_run=False),
+        config=turn_config(agent, model_cfg),
+        cheap_model=model_spec(agent.cheap_model) if agent.cheap_model else None,
+        strategy="summarize",
+    )
+    if result.error:
+        text = f"Compaction failed, history kept as it was: {result.error}"
+    elif not result.compacted:
+        text = "Nothing to compact yet."
+    else:
+        text = f"Compacted {len(result.removed)} messages into a summary ({result.strategy})."
+    await sync_to_async(do_finish_turn, thread_sensitive=False)(turn, status="completed", text=text)
+    return text
+
+
+_COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
+    "help": _help,
+    "ping": _ping,
+    "version": _version,
+    "new": _new,
+    "clear": _new,
+    "thread": _switch,
+    "resume": _switch,
+    "undo": _undo,
+    "redo": _redo,
+    "model": _model,
+    "models": _models,
+    "status": _status,
+    "tools": _tools,
+    "compact": _compact,
+    "summarize": _compact,
+}

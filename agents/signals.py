@@ -1,0 +1,47 @@
+"""Configuration changes bump ``Agent.config_version`` so every process's agent cache
+sees them on the next run (G2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import F, Q
+from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
+
+from agents.models import Agent, AgentFile, LLMProvider, ModelProfile
+from agents.runtime.resolution import invalidate
+
+
+def _bump(agents: Any) -> None:
+    ids = list(agents.values_list("pk", flat=True))
+    if ids:
+        Agent._base_manager.filter(pk__in=ids).update(config_version=F("config_version") + 1)
+        for agent_id in ids:
+            invalidate(agent_id)
+
+
+@receiver(post_save, sender=Agent)
+def _agent_saved(sender: Any, instance: Agent, **kwargs: Any) -> None:
+    _bump(Agent._base_manager.filter(pk=instance.pk))
+
+
+@receiver(post_save, sender=AgentFile)
+@receiver(post_delete, sender=AgentFile)
+def _file_changed(sender: Any, instance: AgentFile, **kwargs: Any) -> None:
+    _bump(Agent._base_manager.filter(pk=instance.agent_id))
+
+
+@receiver(post_save, sender=ModelProfile)
+@receiver(post_delete, sender=ModelProfile)
+def _model_changed(sender: Any, instance: ModelProfile, **kwargs: Any) -> None:
+    _bump(Agent._base_manager.filter(Q(model_id=instance.pk) | Q(cheap_model_id=instance.pk)))
+
+
+@receiver(post_save, sender=LLMProvider)
+def _provider_changed(sender: Any, instance: LLMProvider, **kwargs: Any) -> None:
+    _bump(
+        Agent._base_manager.filter(
+            Q(model__provider_id=instance.pk) | Q(cheap_model__provider_id=instance.pk)
+        )
+    )
