@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Max
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agents.models import (
@@ -82,39 +81,70 @@ def do_switch_thread(session: Session, thread_id: Any) -> Thread | None:
     return thread
 
 
-@transaction.atomic
+# One statement (atomic on its own) because it runs before every LLM request: bump the
+# thread's turn counter (its row lock orders turns), drop checkpoints that are undone
+# (the redo stack ends with a new turn) or beyond the newest 20, record this turn's
+# checkpoint and open the turn.
+_START_TURN_SQL = """
+WITH t AS (
+    UPDATE agents_thread SET turn_count = turn_count + 1, state = %(processing)s, updated_at = now()
+    WHERE id = %(thread)s
+    RETURNING turn_count, last_seq
+), gone AS (
+    DELETE FROM agents_checkpoint c USING t
+    WHERE c.thread_id = %(thread)s AND (c.undone OR c.number <= t.turn_count - %(keep)s)
+    RETURNING c.id
+), unlink AS (
+    UPDATE agents_message SET undo_checkpoint_id = NULL WHERE undo_checkpoint_id IN (SELECT id FROM gone)
+), checkpoint AS (
+    INSERT INTO agents_checkpoint (tenant_id, thread_id, number, message_seq, undone, created_at)
+    SELECT %(tenant)s, %(thread)s, t.turn_count, t.last_seq, false, now() FROM t
+), activity AS (
+    UPDATE agents_session SET last_activity_at = now() WHERE id = %(session)s
+)
+INSERT INTO agents_turn (tenant_id, thread_id, session_id, number, state, user_text, response_text, error,
+                         partial_text, started_at, created_at)
+SELECT %(tenant)s, %(thread)s, %(session)s, t.turn_count, %(running)s, %(text)s, '', '', '', now(), now()
+FROM t
+RETURNING id, number, started_at, created_at
+"""
+
+
 def do_start_turn(session: Session, text: str) -> Turn:
     """A new turn on the session's active thread, after an undo checkpoint (S3).
 
     A new turn ends the redo stack: turns undone before it stay stored (marked
-    undone), but can no longer be redone.
+    undone) but can no longer be redone. Only the newest 20 checkpoints are kept.
     """
-    thread = Thread._base_manager.select_for_update().get(pk=_active_thread(session))
-    Checkpoint._base_manager.filter(thread=thread, undone=True).delete()
-    number = (Checkpoint._base_manager.filter(thread=thread).aggregate(n=Max("number"))["n"] or 0) + 1
-    Checkpoint._base_manager.create(
-        tenant_id=thread.tenant_id, thread=thread, number=number, message_seq=thread.last_seq
-    )
-    stale = list(
-        Checkpoint._base_manager.filter(thread=thread)
-        .order_by("-number")
-        .values_list("pk", flat=True)[MAX_CHECKPOINTS:]
-    )
-    if stale:
-        Checkpoint._base_manager.filter(pk__in=stale).delete()
-    turn_number = (Turn._base_manager.filter(thread=thread).aggregate(n=Max("number"))["n"] or 0) + 1
-    turn = Turn._base_manager.create(
-        tenant_id=thread.tenant_id,
-        thread=thread,
+    thread_id = _active_thread(session)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _START_TURN_SQL,
+            {
+                "thread": thread_id,
+                "session": session.pk,
+                "tenant": session.tenant_id,
+                "text": text,
+                "keep": MAX_CHECKPOINTS,
+                "processing": ThreadState.PROCESSING,
+                "running": TurnState.RUNNING,
+            },
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise ValueError("the session's thread no longer exists")
+    turn_id, number, started_at, created_at = row
+    return Turn(
+        pk=turn_id,
+        tenant_id=session.tenant_id,
+        thread_id=thread_id,
         session_id=session.pk,
-        number=turn_number,
+        number=number,
         state=TurnState.RUNNING,
         user_text=text,
-        started_at=timezone.now(),
+        started_at=started_at,
+        created_at=created_at,
     )
-    Thread._base_manager.filter(pk=thread.pk).update(state=ThreadState.PROCESSING)
-    Session._base_manager.filter(pk=session.pk).update(last_activity_at=timezone.now())
-    return turn
 
 
 _TURN_END = {
@@ -136,6 +166,31 @@ def do_finish_turn(turn: Turn, *, status: str, text: str = "", error: str = "") 
         finished_at=timezone.now() if turn_state != TurnState.RUNNING else None,
     )
     Thread._base_manager.filter(pk=turn.thread_id).update(state=thread_state)
+    roll_up_session_usage(turn.session_id)
+
+
+def roll_up_session_usage(session_id: Any) -> None:
+    """Add the session's not-yet-counted usage records to its totals, exactly once
+    (idempotent: a resumed or retried turn never counts a record twice)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH counted AS (
+                UPDATE agents_usagerecord SET counted = true
+                WHERE session_id = %s AND NOT counted
+                RETURNING input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost
+            )
+            UPDATE agents_session SET
+                input_tokens = input_tokens + (SELECT coalesce(sum(input_tokens), 0) FROM counted),
+                output_tokens = output_tokens + (SELECT coalesce(sum(output_tokens), 0) FROM counted),
+                cache_read_tokens = cache_read_tokens + (SELECT coalesce(sum(cache_read_tokens), 0) FROM counted),
+                cache_write_tokens = cache_write_tokens + (SELECT coalesce(sum(cache_write_tokens), 0) FROM counted),
+                cost = cost + (SELECT coalesce(sum(cost), 0) FROM counted),
+                last_activity_at = now()
+            WHERE id = %s
+            """,
+            [session_id, session_id],
+        )
 
 
 @transaction.atomic

@@ -85,6 +85,8 @@ class Thread(TenantOwned):
     compaction_count = models.PositiveIntegerField(default=0)
     # The highest message seq handed out; bumped in the transaction that appends.
     last_seq = models.PositiveIntegerField(default=0)
+    # Turns started on this thread; a turn's number is also its checkpoint's.
+    turn_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -35,11 +35,16 @@ class UsageRecord(TenantOwned):
     latency_ms = models.PositiveIntegerField(default=0)
     stop_reason = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)
+    # Added into the session's totals yet? Rolled up once per turn, not per step.
+    counted = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["tenant", "created_at"], name="usage_tenant_time")]
+        indexes = [
+            models.Index(fields=["tenant", "created_at"], name="usage_tenant_time"),
+            models.Index(fields=["session"], name="usage_uncounted", condition=models.Q(counted=False)),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model} {self.purpose} {self.input_tokens}+{self.output_tokens}"

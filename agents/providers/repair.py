@@ -41,21 +41,68 @@ def repair_messages(messages: list[Message]) -> list[Message]:
     merge again (dropping orphans can make neighbours meet); put a user message first
     if the conversation would start with the assistant or a tool.
     """
+    if _already_valid(messages):
+        # The common case (history the engine already repaired): one cheap pass
+        # instead of four rebuilding passes over every message of the request.
+        return list(messages)
     cleaned = _merge_same_role(_drop_empty(messages))
     paired = _merge_same_role(_drop_empty(_pair_tool_results(cleaned)))
     return _ensure_user_first(paired)
 
 
+def _blank(text: str) -> bool:
+    return not text or text.isspace()
+
+
+def _already_valid(messages: list[Message]) -> bool:
+    """True when no repair step would change anything."""
+    previous_role = ""
+    pending: set[str] = set()
+    seen_non_system = False
+    for message in messages:
+        role = message.role
+        if role == previous_role:
+            return False
+        if not seen_non_system and role != "system":
+            if role != "user":
+                return False
+            seen_non_system = True
+        has_content = False
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                if _blank(part.text):
+                    return False
+                has_content = True
+            elif not isinstance(part, FinishPart):
+                has_content = True
+        if not has_content:
+            return False
+        if role == "tool":
+            for part in message.parts:
+                if isinstance(part, ToolResultPart):
+                    if part.tool_call_id not in pending:
+                        return False
+                    pending.discard(part.tool_call_id)
+            if pending:
+                return False
+        elif pending:
+            return False
+        if role == "assistant":
+            pending = {call.id for call in message.tool_calls}
+        previous_role = role
+    return not pending
+
+
 def _is_content(part: Part) -> bool:
     if isinstance(part, TextPart):
-        return bool(part.text.strip())
+        return not _blank(part.text)
     return not isinstance(part, FinishPart)
 
 
 def _drop_empty(messages: list[Message]) -> list[Message]:
     out: list[Message] = []
     for message in messages:
-        parts = [p for p in message.parts if not (isinstance(p, TextPart) and not p.text.strip())]
+        parts = [p for p in message.parts if not (isinstance(p, TextPart) and _blank(p.text))]
         if any(_is_content(p) for p in parts):
             out.append(Message(message.role, parts))
     return out

@@ -9,13 +9,13 @@ counter under its row lock, so concurrent writers never interleave a history (S7
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from agents.engine.interfaces import CompactionRecord, ConversationState, PendingStep, StepRecord
 from agents.engine.types import Message as EngineMessage
@@ -34,6 +34,54 @@ class TurnBinding:
     turn_id: int
     agent_id: int
     user_id: int | None
+
+
+# Data-modifying CTEs run in one snapshot and commit together. Messages are numbered
+# from the thread's counter; ``t`` is empty when there is nothing to append.
+_PERSIST_STEP_SQL = """
+WITH t AS (
+    UPDATE agents_thread SET last_seq = last_seq + %(n)s
+    WHERE id = %(thread)s AND %(n)s > 0
+    RETURNING last_seq - %(n)s AS base
+), msgs AS (
+    INSERT INTO agents_message (tenant_id, session_id, thread_id, turn_id, seq, role, parts, state, created_at)
+    SELECT %(tenant)s, %(session)s, %(thread)s, %(turn)s, t.base + m.ord, m.msg->>'role', m.msg->'parts',
+           'active', now()
+    FROM t, jsonb_array_elements(%(messages)s) WITH ORDINALITY AS m(msg, ord)
+), usage AS (
+    INSERT INTO agents_usagerecord (tenant_id, agent_id, user_id, session_id, turn_id, provider, model, purpose,
+        input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost, latency_ms, stop_reason,
+        error, counted, created_at)
+    SELECT %(tenant)s, %(agent)s, %(user)s, %(session)s, %(turn)s, u.provider, u.model, u.purpose,
+        u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost, u.latency_ms,
+        u.stop_reason, u.error, false, now()
+    FROM jsonb_to_recordset(%(usage)s) AS u(provider text, model text, purpose text, input_tokens int,
+        output_tokens int, cache_read_tokens int, cache_write_tokens int, cost numeric, latency_ms int,
+        stop_reason text, error text)
+), turn AS (
+    UPDATE agents_turn SET pending_step = %(pending)s, partial_text = ''
+    WHERE id = %(turn)s AND %(write_turn)s
+), marks AS (
+    DELETE FROM agents_toolcallmark WHERE turn_id = %(turn)s AND %(clear_marks)s
+)
+SELECT count(*) FROM t
+"""
+
+
+def _usage_row(record: Any) -> dict[str, Any]:
+    return {
+        "provider": record.provider[:100],
+        "model": record.model[:200],
+        "purpose": record.purpose,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "cache_read_tokens": record.cache_read_tokens,
+        "cache_write_tokens": record.cache_write_tokens,
+        "cost": str(record.cost),
+        "latency_ms": record.latency_ms,
+        "stop_reason": record.stop_reason[:32],
+        "error": record.error,
+    }
 
 
 class DjangoRunStore:
@@ -96,48 +144,36 @@ class DjangoRunStore:
     async def persist_step(self, step: StepRecord) -> None:
         await sync_to_async(self._persist_step, thread_sensitive=False)(step)
 
-    @transaction.atomic
     def _persist_step(self, step: StepRecord) -> None:
+        """One statement, so one round trip and atomic on its own (S7): the thread's
+        counter is bumped (its row lock orders concurrent writers), the messages are
+        numbered from it, and usage, pending step and tool marks are written with it."""
         b = self.binding
-        if step.messages:
-            count = len(step.messages)
-            # UPDATE ... RETURNING takes the thread's row lock for the rest of the
-            # transaction: the numbers are ours alone.
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "UPDATE agents_thread SET last_seq = last_seq + %s WHERE id = %s RETURNING last_seq",
-                    [count, b.thread_id],
-                )
-                row = cursor.fetchone()
-            if row is None:
-                raise RuntimeError("the thread of this run no longer exists")
-            first = row[0] - count + 1
-            Message._base_manager.bulk_create(
-                [
-                    Message(
-                        tenant_id=b.tenant_id,
-                        session_id=b.session_id,
-                        thread_id=b.thread_id,
-                        turn_id=b.turn_id,
-                        seq=first + i,
-                        role=m.role,
-                        parts=[part_to_dict(p) for p in m.parts],
-                    )
-                    for i, m in enumerate(step.messages)
-                ]
-            )
-        if step.usage:
-            self._record_usage(step.usage)
         pending = {"assistant": step.pending.to_dict()} if step.pending is not None else None
-        if pending is not None or self._pending_stored is not False or self._partial_stored:
-            Turn._base_manager.filter(pk=b.turn_id).update(pending_step=pending, partial_text="")
-        if step.pending is None and (self._marked or self._pending_stored is None):
-            ToolCallMark._base_manager.filter(turn_id=b.turn_id).delete()
+        write_turn = pending is not None or self._pending_stored is not False or self._partial_stored
+        clear_marks = step.pending is None and (bool(self._marked) or self._pending_stored is None)
+        params = {
+            "tenant": b.tenant_id,
+            "session": b.session_id,
+            "thread": b.thread_id,
+            "turn": b.turn_id,
+            "agent": b.agent_id,
+            "user": b.user_id,
+            "n": len(step.messages),
+            "messages": Jsonb([m.to_dict() for m in step.messages]),
+            "usage": Jsonb([_usage_row(r) for r in step.usage]),
+            "pending": Jsonb(pending) if pending is not None else None,
+            "write_turn": write_turn,
+            "clear_marks": clear_marks,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(_PERSIST_STEP_SQL, params)
+            row = cursor.fetchone()
+        if step.messages and not (row and row[0]):
+            raise RuntimeError("the thread of this run no longer exists")
+        if clear_marks:
             self._marked.clear()
-        transaction.on_commit(lambda: self._stored(pending is not None))
-
-    def _stored(self, has_pending: bool) -> None:
-        self._pending_stored = has_pending
+        self._pending_stored = pending is not None
         self._partial_stored = False
 
     def _record_usage(self, records: list[Any]) -> None:
@@ -165,14 +201,8 @@ class DjangoRunStore:
                 for r in records
             ]
         )
-        Session._base_manager.filter(pk=b.session_id).update(
-            input_tokens=F("input_tokens") + sum(r.input_tokens for r in records),
-            output_tokens=F("output_tokens") + sum(r.output_tokens for r in records),
-            cache_read_tokens=F("cache_read_tokens") + sum(r.cache_read_tokens for r in records),
-            cache_write_tokens=F("cache_write_tokens") + sum(r.cache_write_tokens for r in records),
-            cost=F("cost") + sum((r.cost for r in records), Decimal(0)),
-            last_activity_at=timezone.now(),
-        )
+        # Session totals are rolled up when the turn ends (roll_up_session_usage):
+        # one statement per turn instead of one per LLM call.
 
     async def record_usage(self, records: list[Any]) -> None:
         """Usage of calls outside a step (titles); same accounting."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """`claw up` start-up time and idle memory, on a fresh var dir with the embedded database.
 
-    cd /work/main && .venv/bin/python bench/startup/run.py [--workers 2] [--idle 5]
+    cd /work/main && .venv/bin/python bench/startup/run.py [--workers 1] [--idle 5]
 
 Prints the cold time-to-ready (initdb + migrations + bootstrap + children), the warm
 one (second start on the same var dir), and the idle memory after ``--idle`` seconds:
@@ -115,8 +115,8 @@ def main() -> int:
     parser.add_argument(
         "--workers",
         type=int,
-        default=int(os.environ.get("CLAW_Q_WORKERS", "2")),
-        help="CLAW_Q_WORKERS for the run (default: the settings' default, 2)",
+        default=int(os.environ.get("CLAW_Q_WORKERS", "1")),
+        help="CLAW_Q_WORKERS for the run (default: the settings default, 1)",
     )
     parser.add_argument("--idle", type=float, default=5.0, help="seconds idle before measuring memory")
     args = parser.parse_args()

@@ -97,7 +97,12 @@ def _open_session(args: argparse.Namespace) -> tuple[Any, str]:
                 f"no agent {slug!r} in {tenant.slug}: create one in the admin, set ANTHROPIC_API_KEY or "
                 "OPENAI_BASE_URL, or pass --base-url and --model"
             )
-    session = do_create_session(agent, user=user, channel="cli")
+    from django.utils import timezone
+
+    # Terminal sessions are named by time; generated titles serve the web's session list.
+    session = do_create_session(
+        agent, user=user, channel="cli", title=f"Terminal chat {timezone.localtime():%Y-%m-%d %H:%M}"
+    )
     return session.pk, agent.name
 
 

@@ -1,4 +1,4 @@
-"""First-run bootstrap: a tenant and its admin, created once, through the actions."""
+"""D1: first-run bootstrap: a tenant and its admin, created once, through the actions."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`claw doctor` in a subprocess, as an operator runs it: it never starts a database,
+"""D3: `claw doctor` in a subprocess, as an operator runs it: it never starts a database,
 names what is wrong, and exits 1 when any check fails."""
 
 from __future__ import annotations

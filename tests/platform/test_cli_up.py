@@ -1,4 +1,4 @@
-"""`claw up` as an operator runs it: a real process tree on an embedded PostgreSQL of
+"""D1: `claw up` as an operator runs it: a real process tree on an embedded PostgreSQL of
 its own (DATABASE_URL unset), real HTTP, real signals. One cold start is shared by
 the module; a second start on the same var dir checks that bootstrap is idempotent."""
 

@@ -1,4 +1,4 @@
-"""/healthz and /readyz through Django's test client."""
+"""D1: /healthz and /readyz through Django's test client."""
 
 from __future__ import annotations
 

@@ -189,3 +189,38 @@ def test_p4_input_is_never_mutated():
 def test_p4_empty_history():
     """P4: nothing in, nothing out."""
     assert repair_messages([]) == []
+
+
+def test_p4_the_fast_path_returns_exactly_what_the_full_repair_would():
+    """A request that needs no repair skips the rebuilding passes; the result must be
+    the same as running them, for valid and invalid histories alike."""
+    from agents.engine.types import Message, TextPart, ToolCallPart, ToolResultPart
+    from agents.providers import repair
+
+    def full(messages):
+        cleaned = repair._merge_same_role(repair._drop_empty(messages))
+        paired = repair._merge_same_role(repair._drop_empty(repair._pair_tool_results(cleaned)))
+        return repair._ensure_user_first(paired)
+
+    call = ToolCallPart("c1", "lookup", {"q": 1})
+    result = ToolResultPart("c1", "lookup", "42")
+    cases = [
+        [Message.user("hi"), Message.assistant("hello")],
+        [
+            Message.user("hi"),
+            Message("assistant", [TextPart("x"), call]),
+            Message("tool", [result]),
+            Message.assistant("done"),
+        ],
+        [Message.assistant("starts with assistant"), Message.user("hi")],
+        [Message.user("a"), Message.user("b")],
+        [Message.user("hi"), Message("assistant", [call]), Message.user("no result")],
+        [Message.user("hi"), Message("tool", [result])],
+        [Message.user("hi"), Message.assistant("   ")],
+        [Message.user("hi"), Message("assistant", [call])],
+    ]
+    for messages in cases:
+        assert repair.repair_messages(messages) == full(messages)
+    assert repair._already_valid(cases[0])
+    assert repair._already_valid(cases[1])
+    assert not any(repair._already_valid(c) for c in cases[2:])
