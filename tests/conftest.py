@@ -16,8 +16,18 @@ def _fast_password_hashing(settings):  # type: ignore[no-untyped-def]
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
-    """Drop connections that worker threads (sync_to_async) left open, so the test
-    database can be torn down at the end of the run."""
+    """Point the PostgreSQL channel layer at the test database (settings built its
+    config before pytest-django renamed the database), and at the end drop the
+    connections worker threads (sync_to_async) left open, so the test database can
+    be torn down."""
+    from channels.layers import channel_layers
+    from django.conf import settings
+    from django.db import connection
+
+    layer_config = settings.CHANNEL_LAYERS["default"].get("CONFIG", {})
+    if "NAME" in layer_config:
+        layer_config["NAME"] = connection.settings_dict["NAME"]
+        channel_layers.backends.clear()
     yield
     from django.db import connection
 

@@ -227,11 +227,5 @@ def do_redo(session: Session) -> int | None:
     return checkpoint.number
 
 
-@transaction.atomic
-def do_clear_thread(session: Session) -> Thread:
-    """/clear: start the session over on a fresh thread (the old one stays stored)."""
-    return do_new_thread(session)
-
-
 def do_set_title(session: Session, title: str) -> None:
     Session._base_manager.filter(pk=session.pk).update(title=title.strip()[:200])

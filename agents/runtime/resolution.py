@@ -83,9 +83,6 @@ class ResolvedAgent:
             files.update({name: content for (owner, name), content in self.files.items() if owner == user_id})
         return files
 
-    def has_user_files(self, user_id: int) -> bool:
-        return any(owner == user_id for owner, _ in self.files)
-
 
 class AgentNotFound(LookupError):
     pass

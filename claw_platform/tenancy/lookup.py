@@ -23,12 +23,3 @@ def active_membership(user: Any, preferred_tenant_id: int | None = None) -> Memb
         if chosen is None:
             chosen = membership
     return chosen
-
-
-def user_memberships(user: Any) -> list[Membership]:
-    return list(
-        Membership.objects.unscoped()
-        .select_related("tenant")
-        .filter(user_id=user.pk, tenant__is_active=True)
-        .order_by("tenant__name")
-    )

@@ -308,3 +308,14 @@ def test_e20_a_sub_agent_session_is_linked_to_its_parent(live_agent):
     assert child.depth == 1
     assert child.tenant_id == session.tenant_id
     assert child.title == "research"
+
+
+def test_s5_an_external_conversation_key_maps_to_one_session_per_tenant(live_agent, tenant_b):
+    from agents.actions.conversation import session_for_external_key
+
+    first = session_for_external_key(live_agent.agent, "telegram:42:main", channel="telegram")
+    again = session_for_external_key(live_agent.agent, "telegram:42:main", channel="telegram")
+    other = session_for_external_key(tenant_b.agent, "telegram:42:main", channel="telegram")
+    assert first.pk == again.pk
+    assert other.pk != first.pk
+    assert other.tenant_id == tenant_b.tenant.pk
