@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
@@ -18,7 +18,18 @@ from agents.actions.revisions import (
     flatten_snapshot,
     revision_diff,
 )
-from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile, Session, UsageRecord
+from agents.actions.runs import do_cancel_run
+from agents.models import (
+    FINISHED_RUN_STATUSES,
+    Agent,
+    AgentFile,
+    AgentRevision,
+    LLMProvider,
+    ModelProfile,
+    Run,
+    Session,
+    UsageRecord,
+)
 from claw_platform.admin.scoped import TenantScopedAdmin, TenantScopedInline, can_edit, can_view
 from claw_platform.audit.actions import client_ip
 
@@ -285,3 +296,32 @@ class UsageRecordAdmin(ReadOnlyTenantAdmin):
     list_filter = ["purpose", "provider", "model", ("created_at", admin.DateFieldListFilter)]
     date_hierarchy = "created_at"
     list_select_related = ["agent", "user"]
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyTenantAdmin):
+    list_display = [
+        "__str__",
+        "agent",
+        "session",
+        "status",
+        "attempt",
+        "lease_owner",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["status", "agent"]
+    list_select_related = ["agent", "session"]
+    actions = ["cancel_runs"]
+
+    @admin.action(description="Cancel the selected runs")
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = 0
+        try:
+            for run in queryset.exclude(status__in=FINISHED_RUN_STATUSES):
+                do_cancel_run(run, acting_user=request.user)
+                count += 1
+        except PermissionDenied:
+            self.message_user(request, "You cannot cancel this tenant's runs.", messages.ERROR)
+            return
+        self.message_user(request, f"Asked {count} run(s) to stop.")

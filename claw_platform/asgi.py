@@ -21,4 +21,18 @@ if env_bool("CLAW_SERVE_STATIC", False):
 
     django_application = ASGIStaticFilesHandler(django_application)
 
-application = ProtocolTypeRouter({"http": django_application})
+# Imported after Django is set up: the consumers import models.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from channels_app.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_application,
+        # The login session authenticates the socket; the Origin header must name an
+        # allowed host, so another site's page cannot open a socket with our cookie.
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -184,6 +184,10 @@ def q_cluster_config(broker_url: str, *, workers: int, timeout: int, retry: int)
         "save_limit": 1000,
         "label": "Task queue",
         "poll": 0.2,
+        # A run task hands its run to the worker process's event loop and returns;
+        # recycling the process would drop the runs in that loop (they would come
+        # back only when their lease expires), so recycle rarely.
+        "recycle": 100_000,
     }
     value = broker_url or "orm"
     if value == "orm":

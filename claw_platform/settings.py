@@ -32,12 +32,24 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CHANNEL_LAYERS = {
     "default": config.channel_layer_config(config.env_str("CHANNEL_LAYER_URL"), DATABASES["default"])
 }
+if CHANNEL_LAYERS["default"]["BACKEND"].startswith("channels_postgres"):
+    # channels_postgres takes a socket out of its group (on disconnect) through the ORM
+    # on this alias; the same database, so tests treat it as a mirror of "default".
+    DATABASES["channels_postgres"] = dict(DATABASES["default"])
 Q_CLUSTER = config.q_cluster_config(
     config.env_str("CLAW_Q_BROKER_URL"),
     workers=config.env_int("CLAW_Q_WORKERS", 1, minimum=1),
     timeout=config.env_int("CLAW_Q_TIMEOUT", 900, minimum=1),
     retry=config.env_int("CLAW_Q_RETRY", 960, minimum=2),
 )
+# Runs (agents.runtime.worker): lease, back-pressure limits, sweeper period.
+CLAW_RUN_LEASE_SECONDS = config.env_int("CLAW_RUN_LEASE_SECONDS", 30, minimum=2)
+CLAW_RUNS_PER_TENANT = config.env_int("CLAW_RUNS_PER_TENANT", 10, minimum=1)
+CLAW_RUNS_GLOBAL = config.env_int("CLAW_RUNS_GLOBAL", 200, minimum=1)
+CLAW_RUNS_PER_WORKER = config.env_int("CLAW_RUNS_PER_WORKER", 50, minimum=1)
+CLAW_RUN_SWEEP_SECONDS = config.env_int("CLAW_RUN_SWEEP_SECONDS", 10, minimum=1)
+# Dotted path of the tools factory runs use (tests point it at test-only tools).
+CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtime.tools.registry_tools")
 
 TIME_ZONE = config.env_time_zone("TIME_ZONE", "UTC")
 USE_TZ = True

@@ -21,16 +21,29 @@ from agents.models.conversation import (
 )
 from agents.models.providers import LLMProvider, ModelProfile, ProviderKind
 from agents.models.revisions import AgentRevision
+from agents.models.runs import (
+    ACTIVE_RUN_STATUSES,
+    FINISHED_RUN_STATUSES,
+    ApprovalRequest,
+    ApprovalStatus,
+    Run,
+    RunEvent,
+    RunStatus,
+)
 from agents.models.usage import UsagePurpose, UsageRecord
 
 __all__ = [
+    "ACTIVE_RUN_STATUSES",
     "CONTEXT_FILE_NAMES",
+    "FINISHED_RUN_STATUSES",
     "MAX_CONTEXT_FILE_CHARS",
     "Agent",
     "AgentFile",
     "AgentRevision",
     "AgentRole",
     "AgentType",
+    "ApprovalRequest",
+    "ApprovalStatus",
     "BusyPolicy",
     "Checkpoint",
     "InputGuardMode",
@@ -39,6 +52,9 @@ __all__ = [
     "MessageState",
     "ModelProfile",
     "ProviderKind",
+    "Run",
+    "RunEvent",
+    "RunStatus",
     "Session",
     "Thread",
     "ThreadState",

@@ -29,7 +29,7 @@ from agents.engine.compaction import CompactionSettings
 from agents.engine.history import PruneSettings
 from agents.engine.interfaces import CancelToken, EventSink, RunContext, ToolExecutor, UsageRecord
 from agents.engine.prompt import PromptContext
-from agents.engine.turn import TurnConfig, TurnResult, compact_session, run_turn
+from agents.engine.turn import TurnConfig, TurnResult, compact_session, resume_turn, run_turn
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
@@ -161,6 +161,28 @@ async def _run_turn(
     if not agent.enabled:
         return ChatReply(f"The agent {agent.name} is disabled.", "failed")
     turn = await sync_to_async(_start_turn, thread_sensitive=False)(session, text)
+    return await run_started_turn(
+        session, agent, turn, text, events=events, cancel=cancel, tools_factory=tools_factory, stream=stream
+    )
+
+
+async def run_started_turn(
+    session: Session,
+    agent: ResolvedAgent,
+    turn: Turn,
+    text: str,
+    *,
+    events: EventSink | None,
+    cancel: CancelToken | None,
+    tools_factory: ToolsFactory,
+    stream: bool = True,
+    run_id: str = "",
+    resume: bool = False,
+    approvals: dict[str, bool] | None = None,
+) -> ChatReply:
+    """Run an opened turn to its end (a worker's entry): ``run_turn`` for a fresh
+    turn, ``resume_turn`` (with ``approvals``) for one a worker crashed in or that
+    waited for approval. The turn is closed with the outcome either way."""
     store = DjangoRunStore(_binding(session, turn))
     model_cfg = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
     tools = await tools_factory(agent, session)
@@ -169,6 +191,7 @@ async def _run_turn(
         user_id=str(session.user_id or ""),
         agent_id=str(agent.agent_id),
         session_id=str(session.pk),
+        run_id=run_id,
         channel=session.channel,
         depth=session.depth,
         cancel=cancel or CancelToken(),
@@ -187,19 +210,32 @@ async def _run_turn(
         return f"Noted. I'll remember: {fact}"
 
     try:
-        result = await run_turn(
-            text,
-            model=model_spec(model_cfg),
-            tools=tools,
-            store=store,
-            ctx=ctx,
-            prompt=prompt,
-            config=turn_config(agent, model_cfg, stream=stream),
-            events=events,
-            cheap_model=cheap,
-            remember=remember,
-            save_title=save_title if not session.title else None,
-        )
+        if resume:
+            result = await resume_turn(
+                model=model_spec(model_cfg),
+                tools=tools,
+                store=store,
+                ctx=ctx,
+                prompt=prompt,
+                approvals=approvals,
+                config=turn_config(agent, model_cfg, stream=stream),
+                events=events,
+                cheap_model=cheap,
+            )
+        else:
+            result = await run_turn(
+                text,
+                model=model_spec(model_cfg),
+                tools=tools,
+                store=store,
+                ctx=ctx,
+                prompt=prompt,
+                config=turn_config(agent, model_cfg, stream=stream),
+                events=events,
+                cheap_model=cheap,
+                remember=remember,
+                save_title=save_title if not session.title else None,
+            )
     except BaseException as exc:
         # The engine turns provider faults into a failed TurnResult; anything that
         # still escapes (a bug, a lost database) must not leave the turn "running".

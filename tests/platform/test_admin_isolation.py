@@ -8,7 +8,16 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
 
-from agents.models import Agent, AgentFile, AgentRevision, LLMProvider, ModelProfile, Session, UsageRecord
+from agents.models import (
+    Agent,
+    AgentFile,
+    AgentRevision,
+    LLMProvider,
+    ModelProfile,
+    Run,
+    Session,
+    UsageRecord,
+)
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
 from tests.fixtures.tenants import PASSWORD
@@ -33,6 +42,7 @@ def objects_of(tenant_set) -> dict[type, object]:
         Membership: Membership.objects.unscoped(),
         Session: Session.objects.unscoped(),
         UsageRecord: UsageRecord.objects.unscoped(),
+        Run: Run.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -53,6 +63,7 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         Membership,
         Session,
         UsageRecord,
+        Run,
     }
 
 

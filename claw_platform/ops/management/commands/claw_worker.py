@@ -9,17 +9,20 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django_q.cluster import Cluster
 
+from agents.runtime.worker import start_sweeper_thread
 from claw_platform.ops.heartbeat import start_heartbeat_thread
 
 
 class Command(BaseCommand):
-    help = "Run a task worker cluster (django-q2) that reports its heartbeat."
+    help = "Run a task worker cluster (django-q2) that reports its heartbeat and sweeps runs."
 
     def handle(self, *args: Any, **options: Any) -> None:
         cluster = Cluster()  # installs SIGTERM/SIGINT handlers that stop the sentinel
         cluster.start()
         stop = threading.Event()
         thread = start_heartbeat_thread(stop)
+        # Runs whose worker died come back through the sweeper (agents.runtime.worker).
+        sweeper = start_sweeper_thread(stop)
         try:
             # Poll rather than join(): a signal arriving inside join() can deadlock
             # against the sentinel (see django_q.cluster.Cluster.start).
@@ -28,3 +31,4 @@ class Command(BaseCommand):
         finally:
             stop.set()
             thread.join(timeout=5)
+            sweeper.join(timeout=5)

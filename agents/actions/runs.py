@@ -1,0 +1,250 @@
+"""Runs: a message becomes a queued Run, and people stop runs and decide approvals.
+
+Each action is one transaction that writes its audit row; the django-q2 task that
+executes a run is enqueued ``on_commit``, so rolled-back work enqueues nothing.
+The worker side (claim, lease, resume) is ``agents.runtime.worker``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.utils import timezone
+from django_q.tasks import async_task
+
+from agents.actions.conversation import do_finish_turn, do_start_turn
+from agents.engine.commands import parse_slash_command
+from agents.models import (
+    ACTIVE_RUN_STATUSES,
+    FINISHED_RUN_STATUSES,
+    AgentRevision,
+    ApprovalRequest,
+    ApprovalStatus,
+    BusyPolicy,
+    Run,
+    RunStatus,
+    Session,
+    Turn,
+)
+from agents.runtime.events import store_run_event
+from claw_platform.audit.actions import record_audit_event
+from claw_platform.tenancy.context import tenant_context
+from claw_platform.tenancy.models import Membership, Role
+
+RUN_TASK = "agents.runtime.worker.execute_run"
+
+
+def enqueue_run(run_id: int) -> None:
+    """Hand the run to the task queue. Enqueueing twice is harmless: only one
+    worker can claim a run (``agents.runtime.worker.claim_run``)."""
+    async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs")
+
+
+# ------------------------------------------------------------------ access
+
+
+def _check_actor(tenant_id: int, actor: Any) -> None:
+    """``actor`` may act on the tenant's runs: a superuser, system code (``None``),
+    or a member who is not a viewer. Others get PermissionDenied."""
+    if actor is None or getattr(actor, "is_superuser", False):
+        return
+    role = (
+        Membership.objects.unscoped()
+        .filter(tenant_id=tenant_id, user_id=getattr(actor, "pk", None))
+        .values_list("role", flat=True)
+        .first()
+    )
+    if role is None or role == Role.VIEWER:
+        raise PermissionDenied("You cannot act on this tenant's runs.")
+
+
+def access_run(actor: Any, run_id: Any) -> Run:
+    """The run, for the tenant in context and an actor who belongs to it. A run of
+    another tenant and a missing run raise the same ``Run.DoesNotExist``."""
+    run = Run.objects.select_related("session", "turn").filter(pk=run_id).first()
+    if run is None:
+        raise Run.DoesNotExist(f"No run {run_id}.")
+    try:
+        _check_actor(run.tenant_id, actor)
+    except PermissionDenied:
+        raise Run.DoesNotExist(f"No run {run_id}.") from None
+    return run
+
+
+def access_approval(actor: Any, approval_id: Any) -> ApprovalRequest:
+    """Same rules as :func:`access_run`, for an approval request."""
+    approval = ApprovalRequest.objects.select_related("run").filter(pk=approval_id).first()
+    if approval is None:
+        raise ApprovalRequest.DoesNotExist(f"No approval request {approval_id}.")
+    try:
+        _check_actor(approval.tenant_id, actor)
+    except PermissionDenied:
+        raise ApprovalRequest.DoesNotExist(f"No approval request {approval_id}.") from None
+    return approval
+
+
+def active_run(session: Session) -> Run | None:
+    """The session's run that holds or waits for its slot: running first, else the
+    oldest queued one, else one awaiting approval."""
+    runs = Run._base_manager.filter(
+        session_id=session.pk, status__in=[*ACTIVE_RUN_STATUSES, RunStatus.AWAITING_APPROVAL]
+    )
+    order = {RunStatus.RUNNING: 0, RunStatus.QUEUED: 1, RunStatus.AWAITING_APPROVAL: 2}
+    return min(runs, key=lambda r: (order[RunStatus(r.status)], r.pk), default=None)
+
+
+# ---------------------------------------------------------------- messages
+
+
+@transaction.atomic
+def do_send_message(session: Session, text: str, *, acting_user: Any) -> Run | None:
+    """A user message: its Turn and a queued Run, enqueued when the transaction
+    commits. ``/stop`` cancels the session's active run instead (returned, or None
+    when nothing runs). Other slash commands are answered inline by
+    ``agents.runtime.chat.handle_message``, not here.
+
+    One run per session executes at a time (S6): a new message queues behind the
+    active run, or, when the agent's ``busy_policy`` is ``interrupt``, cancels it.
+    """
+    _check_actor(session.tenant_id, acting_user)
+    command = parse_slash_command(text)
+    if command is not None:
+        if command.name != "stop":
+            raise ValueError(f"/{command.name} is answered by chat.handle_message, not queued as a run")
+        current = active_run(session)
+        return do_cancel_run(current, acting_user=acting_user) if current is not None else None
+    # The session's row lock orders concurrent messages of one session.
+    locked = Session._base_manager.select_for_update().select_related("agent").get(pk=session.pk)
+    if locked.agent.busy_policy == BusyPolicy.INTERRUPT:
+        for run in Run._base_manager.filter(
+            session_id=session.pk, status__in=[*ACTIVE_RUN_STATUSES, RunStatus.AWAITING_APPROVAL]
+        ):
+            do_cancel_run(run, acting_user=acting_user, reason="interrupted by a new message")
+    with tenant_context(session.tenant_id):
+        turn = do_start_turn(locked, text)
+    revision = (
+        AgentRevision._base_manager.filter(agent_id=locked.agent_id)
+        .order_by("-number")
+        .values_list("number", flat=True)
+        .first()
+    )
+    run = Run._base_manager.create(
+        tenant_id=session.tenant_id,
+        session_id=session.pk,
+        turn_id=turn.pk,
+        agent_id=locked.agent_id,
+        agent_revision=revision,
+        requested_by=acting_user if getattr(acting_user, "pk", None) else None,
+    )
+    record_audit_event(
+        action="run.created",
+        actor=acting_user,
+        obj=run,
+        diff={"session": [None, str(session.pk)], "turn": [None, turn.pk]},
+    )
+    transaction.on_commit(partial(enqueue_run, run.pk))
+    return run
+
+
+# ----------------------------------------------------------------- cancel
+
+
+@transaction.atomic
+def do_cancel_run(run: Run, *, acting_user: Any, reason: str = "stopped by the user") -> Run:
+    """Stop a run. A queued run or one awaiting approval ends ``cancelled`` at once;
+    a running one gets ``cancel_requested``, which its worker polls (every
+    ``CANCEL_POLL_SECONDS``) and turns into the run's CancelToken firing, also
+    mid-stream; the worker then ends it ``cancelled`` with the partial text kept."""
+    _check_actor(run.tenant_id, acting_user)
+    locked = Run._base_manager.select_for_update().get(pk=run.pk, tenant_id=run.tenant_id)
+    if locked.status in FINISHED_RUN_STATUSES:
+        return locked
+    if locked.status == RunStatus.RUNNING:
+        if not locked.cancel_requested:
+            Run._base_manager.filter(pk=locked.pk).update(cancel_requested=True)
+            locked.cancel_requested = True
+            record_audit_event(
+                action="run.cancel_requested", actor=acting_user, obj=locked, diff={"reason": [None, reason]}
+            )
+        return locked
+    finish_unstarted_run(locked, RunStatus.CANCELLED, error=reason)
+    record_audit_event(
+        action="run.cancelled",
+        actor=acting_user,
+        obj=locked,
+        diff={"status": [RunStatus.QUEUED, "cancelled"]},
+    )
+    return locked
+
+
+def finish_unstarted_run(run: Run, status: str, *, error: str = "") -> None:
+    """End a run no worker is executing (queued, awaiting approval, or with a dead
+    worker): the run, its turn, its open approval requests and a terminal event.
+    Runs inside the caller's transaction, with the run's row locked."""
+    now = timezone.now()
+    Run._base_manager.filter(pk=run.pk).update(
+        status=status, finished_at=now, error=error[:5000], lease_owner="", lease_expires_at=None
+    )
+    ApprovalRequest._base_manager.filter(run_id=run.pk, status=ApprovalStatus.PENDING).update(
+        status=ApprovalStatus.DENIED, decided_at=now, reason=f"run {status}"
+    )
+    turn = Turn._base_manager.get(pk=run.turn_id)
+    do_finish_turn(turn, status=status, text=turn.partial_text, error=error)
+    event = "run.cancelled" if status == RunStatus.CANCELLED else "run.failed"
+    store_run_event(run, event, {"status": status, "error": error, "text": turn.partial_text})
+    run.status = status
+    run.finished_at = now
+    # The session's next run (if one waits) can start now.
+    transaction.on_commit(partial(enqueue_next_runs, run.session_id))
+
+
+def enqueue_next_runs(session_id: Any, *, limit: int = 3) -> None:
+    """After a run ends: enqueue the session's next queued run and the oldest waiting
+    runs (held back by limits), so a freed slot is used at once, not at the next sweep."""
+    first = list(
+        Run._base_manager.filter(session_id=session_id, status=RunStatus.QUEUED)
+        .order_by("id")
+        .values_list("id", flat=True)[:1]
+    )
+    others = list(
+        Run._base_manager.filter(status=RunStatus.QUEUED).order_by("id").values_list("id", flat=True)[:limit]
+    )
+    for run_id in dict.fromkeys([*first, *others]):
+        enqueue_run(run_id)
+
+
+# --------------------------------------------------------------- approvals
+
+
+@transaction.atomic
+def do_decide_approval(
+    approval: ApprovalRequest, approved: bool, *, acting_user: Any, reason: str = ""
+) -> ApprovalRequest:
+    """Approve or deny one tool call. When none of the run's requests is pending any
+    more, the run goes back to the queue and resumes with the decisions (an approved
+    call runs; a denied one is reported to the model as denied)."""
+    _check_actor(approval.tenant_id, acting_user)
+    run = Run._base_manager.select_for_update().get(pk=approval.run_id, tenant_id=approval.tenant_id)
+    locked = ApprovalRequest._base_manager.select_for_update().get(pk=approval.pk)
+    if locked.status != ApprovalStatus.PENDING:
+        raise ValueError(f"This request was already {locked.status}.")
+    if run.status != RunStatus.AWAITING_APPROVAL:
+        raise ValueError(f"The run is {run.status}, not awaiting approval.")
+    locked.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.DENIED
+    locked.decided_by = acting_user if getattr(acting_user, "pk", None) else None
+    locked.decided_at = timezone.now()
+    locked.reason = reason[:2000]
+    locked.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+    record_audit_event(
+        action="approval.decided",
+        actor=acting_user,
+        obj=locked,
+        diff={"status": [ApprovalStatus.PENDING, locked.status], "reason": [None, reason]},
+    )
+    if not ApprovalRequest._base_manager.filter(run_id=run.pk, status=ApprovalStatus.PENDING).exists():
+        Run._base_manager.filter(pk=run.pk).update(status=RunStatus.QUEUED)
+        transaction.on_commit(partial(enqueue_run, run.pk))
+    return locked

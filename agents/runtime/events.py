@@ -1,0 +1,121 @@
+"""The run's EventSink: numbers events per run, stores all but ``chunk``/``thinking``
+as RunEvent rows, and hands every event to a relay (the channel layer, later).
+
+Sequence numbers: each stored event takes the next number (the run's ``event_seq``
+is advanced in the same statement as the insert). ``chunk`` and ``thinking`` carry
+the number of the latest stored event without advancing it: they are not kept (the
+turn's partial text is), so a client that reconnects asks ``events_after`` its last
+stored number and reads the partial text from the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from asgiref.sync import sync_to_async
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
+from psycopg.types.json import Jsonb
+
+from agents.models import Run, RunEvent
+
+logger = logging.getLogger("claw.runs.events")
+
+EPHEMERAL_EVENTS = frozenset({"chunk", "thinking"})
+
+
+class RunEventRelay(Protocol):
+    """Pushes a run's events to live listeners (the WebSocket consumers)."""
+
+    async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None: ...
+
+
+class NullRelay:
+    async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None:
+        return None
+
+
+_relay: RunEventRelay = NullRelay()
+
+
+def set_relay(relay: RunEventRelay | None) -> None:
+    """Install the process's relay (``None``: back to the no-op relay)."""
+    global _relay
+    _relay = relay or NullRelay()
+
+
+def current_relay() -> RunEventRelay:
+    return _relay
+
+
+# One round trip: advance the run's counter and insert the event under it.
+_STORE_EVENT_SQL = """
+WITH r AS (
+    UPDATE agents_run SET event_seq = %(seq)s WHERE id = %(run)s AND event_seq < %(seq)s RETURNING id
+)
+INSERT INTO agents_runevent (tenant_id, run_id, seq, type, payload, created_at)
+VALUES (%(tenant)s, %(run)s, %(seq)s, %(type)s, %(payload)s, now())
+"""
+
+
+def _json_safe(payload: dict[str, Any]) -> Any:
+    # Payloads come from the engine (Decimals as strings already); be lenient anyway.
+    return Jsonb(payload, dumps=lambda v: DjangoJSONEncoder().encode(v))
+
+
+class RunEventSink:
+    """``EventSink`` for one run on one worker. Only the worker holding the run's
+    lease emits, so the counter lives here, seeded from the run's ``event_seq``."""
+
+    def __init__(self, run_id: int, tenant_id: int, *, last_seq: int, relay: RunEventRelay | None = None):
+        self.run_id = run_id
+        self.tenant_id = tenant_id
+        self.seq = last_seq
+        self.relay = relay or current_relay()
+
+    async def emit(self, event_type: str, payload: dict[str, Any]) -> None:
+        if event_type not in EPHEMERAL_EVENTS:
+            self.seq += 1
+            await sync_to_async(self._store, thread_sensitive=False)(self.seq, event_type, payload)
+        try:
+            await self.relay.relay(self.run_id, self.seq, event_type, {**payload, "run_id": self.run_id})
+        except Exception:
+            # A listener's trouble never stops the run: the event is stored.
+            logger.exception("relaying %s of run %s failed", event_type, self.run_id)
+
+    def _store(self, seq: int, event_type: str, payload: dict[str, Any]) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _STORE_EVENT_SQL,
+                {
+                    "tenant": self.tenant_id,
+                    "run": self.run_id,
+                    "seq": seq,
+                    "type": event_type[:40],
+                    "payload": _json_safe(payload),
+                },
+            )
+
+
+def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
+    """Store one event outside a worker (an action's ``run.cancelled`` for a run no
+    worker holds). Numbered under the run's row lock; call inside a transaction."""
+    seq = (
+        Run._base_manager.select_for_update().filter(pk=run.pk).values_list("event_seq", flat=True).get() + 1
+    )
+    Run._base_manager.filter(pk=run.pk).update(event_seq=seq)
+    RunEvent._base_manager.create(
+        tenant_id=run.tenant_id, run_id=run.pk, seq=seq, type=event_type, payload=payload
+    )
+    return int(seq)
+
+
+def events_after(run: Run, seq: int = 0, *, limit: int = 1000) -> list[RunEvent]:
+    """The run's stored events with a sequence number above ``seq``, oldest first.
+    ``run`` must come from an access check (``access_run``)."""
+    return list(
+        RunEvent._base_manager.filter(run_id=run.pk, tenant_id=run.tenant_id, seq__gt=seq).order_by("seq")[
+            :limit
+        ]
+    )

@@ -1,0 +1,255 @@
+"""The chat socket: ``/ws/sessions/<uuid>/`` (U1, U2, E5, Z4).
+
+The consumer is thin: it checks access before accepting, joins the session's group
+(where ``channels_app.relay`` publishes run events) and turns client frames into
+actions. Protocol (JSON frames):
+
+client -> server
+  {"type": "message", "text": "..."}        a user message (a run), or a slash command
+  {"type": "stop"}                          cancel the session's active run
+  {"type": "approve" | "deny", "approval_id": 7, "reason": "..."}
+                                            (or "run" + "call_id" instead of approval_id)
+  {"type": "resume", "run": 12, "after": 5} stored events after seq 5 of run 12 and all
+                                            of the session's later runs; without "run":
+                                            every event of the unfinished runs
+
+server -> client
+  {"type": <event>, "run": 12, "seq": 6, "payload": {...}}   run.started, chunk, ...
+  {"type": "snapshot", "run": 12, "seq": 6, "payload": {"text": "...", "status": "running"}}
+                                            the partial reply of a running run (resume)
+  {"type": "command", "payload": {"command": "help", "text": "...", "status": "completed"}}
+  {"type": "error", "payload": {"message": "..."}}
+
+Close codes before accept: 4401 not signed in, 4404 no such session (missing, another
+tenant's, or not a member -- indistinguishable on purpose).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from agents.actions.runs import active_run, do_cancel_run, do_decide_approval, do_send_message
+from agents.engine.commands import parse_slash_command
+from agents.models import ApprovalRequest, Run, RunStatus, Session, Turn
+from agents.runtime.chat import handle_message
+from agents.runtime.events import events_after
+from channels_app.access import SessionNotFound, access_session
+from channels_app.relay import ChannelLayerRelay, event_frame, session_group
+from claw_platform.tenancy.context import tenant_context
+
+logger = logging.getLogger(__name__)
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+MAX_MESSAGE_CHARS = 100_000
+MAX_REPLAY_RUNS = 50
+
+UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
+
+
+class ClientError(Exception):
+    """A refusal the client is told about in an ``error`` frame."""
+
+
+class SessionConsumer(AsyncJsonWebsocketConsumer):
+    session: Session
+    can_act: bool
+    group: str
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        try:
+            access = await database_sync_to_async(access_session)(user, session_id)
+        except SessionNotFound:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.session = access.session
+        self.can_act = access.can_act
+        self.group = session_group(self.session.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    # ------------------------------------------------------------ client frames
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        kind = content.get("type") if isinstance(content, dict) else None
+        handler = {
+            "message": self._on_message,
+            "stop": self._on_stop,
+            "approve": self._on_decision,
+            "deny": self._on_decision,
+            "resume": self._on_resume,
+        }.get(kind or "")
+        if handler is None:
+            await self._error(f"Unknown frame type {kind!r}.")
+            return
+        try:
+            await handler(content)
+        except ClientError as exc:
+            await self._error(str(exc))
+        except PermissionDenied:
+            await self._error("You cannot do that in this session.")
+        except (ValueError, ValidationError) as exc:
+            await self._error(_readable(exc))
+        except (Run.DoesNotExist, ApprovalRequest.DoesNotExist):
+            await self._error("No such run or approval request in this session.")
+        except Exception:
+            logger.exception("socket frame %r failed in session %s", kind, self.session.pk)
+            await self._error("Something went wrong on the server; please try again.")
+
+    async def decode_json(self, text_data: str) -> Any:
+        try:
+            return await super().decode_json(text_data)
+        except ValueError:
+            return {"type": "invalid"}
+
+    def _require_actor(self) -> None:
+        if not self.can_act:
+            raise ClientError("Viewers can read this session but not send, stop or approve.")
+
+    async def _on_message(self, content: dict[str, Any]) -> None:
+        self._require_actor()
+        text = content.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise ClientError("A message needs some text.")
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise ClientError(f"That message is too long (over {MAX_MESSAGE_CHARS:,} characters).")
+        command = parse_slash_command(text)
+        if command is not None and command.name != "stop":
+            # Commands are answered at once, without a run or an LLM call (S4).
+            reply = await handle_message(self.session.pk, text)
+            await self.send_json(
+                {
+                    "type": "command",
+                    "payload": {"command": reply.command, "text": reply.text, "status": reply.status},
+                }
+            )
+            return
+        user = self.scope["user"]
+        run, before = await database_sync_to_async(self._send_message)(text, user)
+        if run is None and command is not None:
+            await self._error("Nothing is running.")
+        elif run is not None and command is not None:
+            await self._publish_stored(run, before)
+
+    def _send_message(self, text: str, user: Any) -> tuple[Run | None, int]:
+        with tenant_context(self.session.tenant_id):
+            current = active_run(self.session)
+            before = current.event_seq if current else 0
+            return do_send_message(self.session, text, acting_user=user), before
+
+    async def _on_stop(self, content: dict[str, Any]) -> None:
+        self._require_actor()
+        stopped = await database_sync_to_async(self._stop)(self.scope["user"])
+        if stopped is None:
+            raise ClientError("Nothing is running.")
+        await self._publish_stored(*stopped)
+
+    def _stop(self, user: Any) -> tuple[Run, int] | None:
+        with tenant_context(self.session.tenant_id):
+            run = active_run(self.session)
+            if run is None:
+                return None
+            return do_cancel_run(run, acting_user=user), run.event_seq
+
+    async def _on_decision(self, content: dict[str, Any]) -> None:
+        self._require_actor()
+        reason = content.get("reason") or ""
+        if not isinstance(reason, str):
+            raise ClientError("The reason must be text.")
+        await database_sync_to_async(self._decide)(
+            content, content["type"] == "approve", reason, self.scope["user"]
+        )
+
+    def _decide(self, content: dict[str, Any], approved: bool, reason: str, user: Any) -> None:
+        with tenant_context(self.session.tenant_id):
+            approvals = ApprovalRequest.objects.filter(run__session_id=self.session.pk)
+            if content.get("approval_id") is not None:
+                approvals = approvals.filter(pk=_int(content["approval_id"]))
+            elif content.get("run") is not None and content.get("call_id"):
+                approvals = approvals.filter(run_id=_int(content["run"]), call_id=str(content["call_id"]))
+            else:
+                raise ClientError("Say which request: approval_id, or run and call_id.")
+            approval = approvals.first()
+            if approval is None:
+                raise ClientError("No such approval request in this session.")
+            do_decide_approval(approval, approved, acting_user=user, reason=reason)
+
+    async def _on_resume(self, content: dict[str, Any]) -> None:
+        after = _int(content.get("after") or 0)
+        run_id = content.get("run")
+        frames = await database_sync_to_async(self._replay)(
+            _int(run_id) if run_id is not None else None, after
+        )
+        for frame in frames:
+            await self.send_json(frame)
+
+    def _replay(self, run_id: int | None, after: int) -> list[dict[str, Any]]:
+        """Stored events the client has not seen, and the partial reply of a running
+        run, read from the database: no LLM call is repeated (U2, Z4)."""
+        with tenant_context(self.session.tenant_id):
+            runs = Run.objects.filter(session_id=self.session.pk)
+            runs = runs.filter(pk__gte=run_id) if run_id is not None else runs.filter(status__in=UNFINISHED)
+            frames: list[dict[str, Any]] = []
+            for run in runs.order_by("pk")[:MAX_REPLAY_RUNS]:
+                since = after if run.pk == run_id else 0
+                frames.extend(event_frame(run.pk, e.seq, e.type, e.payload) for e in events_after(run, since))
+                if run.status == RunStatus.RUNNING:
+                    partial = (
+                        Turn.objects.filter(pk=run.turn_id).values_list("partial_text", flat=True).first()
+                    )
+                    frames.append(
+                        event_frame(
+                            run.pk, run.event_seq, "snapshot", {"text": partial or "", "status": run.status}
+                        )
+                    )
+            return frames
+
+    # ------------------------------------------------------------ server side
+
+    async def run_event(self, message: dict[str, Any]) -> None:
+        """A run event relayed to the session's group (``channels_app.relay``)."""
+        await self.send_json(message["event"])
+
+    async def _publish_stored(self, run: Run, after: int) -> None:
+        """Relay events an action stored itself (a queued run cancelled at once has no
+        worker to relay its ``run.cancelled``), to every tab of the session."""
+        events = await database_sync_to_async(events_after)(run, after)
+        relay = ChannelLayerRelay()
+        for event in events:
+            await relay.publish(
+                session_id=self.session.pk,
+                run_id=run.pk,
+                seq=event.seq,
+                event_type=event.type,
+                payload=event.payload,
+            )
+
+    async def _error(self, message: str) -> None:
+        await self.send_json({"type": "error", "payload": {"message": message}})
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ClientError(f"Expected a number, got {value!r}.") from None
+
+
+def _readable(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        return " ".join(exc.messages)
+    return str(exc) or exc.__class__.__name__

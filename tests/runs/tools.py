@@ -1,0 +1,46 @@
+"""Test-only tools factories for runs (``CLAW_RUN_TOOLS_FACTORY``), never in the
+product registry. ``post_to_sink`` POSTs to the URL the model gives it and then
+lingers, so a test can kill the worker after the side effect and before the call is
+confirmed finished."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from agents.engine.interfaces import PolicyDecision, ToolTraits
+from tests.fakes.engine import FakeTool, FakeToolExecutor
+
+SIDE_EFFECT = ToolTraits(read_only=False, side_effects=True, parallel_safe=False, risk="high")
+
+# The executor the last run built, for in-process tests to inspect.
+last: dict[str, FakeToolExecutor] = {}
+
+
+async def _post(arguments: dict[str, Any]) -> str:
+    async with httpx.AsyncClient() as client:
+        response = await client.post(str(arguments["url"]), json={"note": arguments.get("note", "")})
+    import asyncio
+
+    await asyncio.sleep(float(arguments.get("linger", 0)))
+    return f"posted: {response.status_code}"
+
+
+async def sink_tools(agent: Any, session: Any) -> FakeToolExecutor:
+    executor = FakeToolExecutor(FakeTool("post_to_sink", output=_post, traits=SIDE_EFFECT))
+    last["tools"] = executor
+    return executor
+
+
+async def approval_tools(agent: Any, session: Any) -> FakeToolExecutor:
+    executor = FakeToolExecutor(
+        FakeTool(
+            "delete_file",
+            output="deleted",
+            traits=SIDE_EFFECT,
+            policy=PolicyDecision.needs_approval("deleting files needs a person's yes"),
+        )
+    )
+    last["tools"] = executor
+    return executor
