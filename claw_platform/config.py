@@ -157,7 +157,7 @@ def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
         cfg["TIME_ZONE"] = None
         cfg["OPTIONS"] = dict(database.get("OPTIONS", {}))
         return {
-            "BACKEND": "channels_postgres.core.PostgresChannelLayer",
+            "BACKEND": "claw_platform.channel_layer.PostgresChannelLayer",
             "CONFIG": {**cfg, "PSYCOPG_OPTIONS": {"min_size": 1, "max_size": 10}},
         }
     scheme = urlsplit(value).scheme

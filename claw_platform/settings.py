@@ -32,10 +32,6 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CHANNEL_LAYERS = {
     "default": config.channel_layer_config(config.env_str("CHANNEL_LAYER_URL"), DATABASES["default"])
 }
-if CHANNEL_LAYERS["default"]["BACKEND"].startswith("channels_postgres"):
-    # channels_postgres takes a socket out of its group (on disconnect) through the ORM
-    # on this alias; the same database, so tests treat it as a mirror of "default".
-    DATABASES["channels_postgres"] = dict(DATABASES["default"])
 Q_CLUSTER = config.q_cluster_config(
     config.env_str("CLAW_Q_BROKER_URL"),
     workers=config.env_int("CLAW_Q_WORKERS", 1, minimum=1),

@@ -70,7 +70,7 @@ def run_checks(database_problem: str | None = None) -> list[CheckResult]:
     else:
         database = checks.check_database()
     results.append(database)
-    layer_needs_database = "channels_postgres" in settings.CHANNEL_LAYERS["default"]["BACKEND"]
+    layer_needs_database = settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("PostgresChannelLayer")
     if not database.ok:
         reason = "the database is not reachable"
         results.append(_skipped("pgvector", reason))

@@ -18,7 +18,7 @@ from channels_app.consumers import CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
 from channels_app.relay import ChannelLayerRelay
 from tests.channels.conftest import open_socket
 
-pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "channels_postgres"])
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def member_session(tenant_set: Any) -> Session:

@@ -1,0 +1,226 @@
+"""The default channel layer: channels_postgres (LISTEN/NOTIFY), with its delivery fixed.
+
+channels_postgres 1.1.4 is the PostgreSQL layer DESIGN names, but as shipped it
+delivers messages more than once and can lose them:
+
+- every ``receive`` that arrives before the listener is up starts *another* listener
+  (and so does every call from a second event loop), and each listener queues every
+  notification, so a browser gets each token batch two or three times;
+- a starting listener deletes every unexpired message of *every* channel in the
+  database (other processes' too) and queues them, duplicating what its NOTIFY brings;
+- its connection pool is a module global bound to the first event loop, so a second
+  loop in the same process (the worker's run loop, tests) cannot use it;
+- it takes a PostgreSQL advisory lock per channel and never releases it, so a
+  long-running server exhausts the shared lock table;
+- a listener whose connection drops (PostgreSQL restarted) dies, and its sockets
+  stay open but deaf.
+
+:class:`PostgresChannelLayer` keeps the library's tables, trigger and wire format and
+replaces those parts: no advisory locks (channel names are random per process);
+one listener per event loop, started once and reconnected with
+backoff; after (re)connecting it *reads* (never deletes) the unexpired messages of its
+own channels, and delivery is de-duplicated by message id; one pool per event loop,
+with connections checked before use; ``group_send`` in one statement instead of
+three round trips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections import OrderedDict
+from typing import Any
+
+import psycopg
+from channels_postgres import core
+from channels_postgres.db import GROUP_CHANNEL_TABLE, MESSAGE_TABLE, DatabaseLayer
+from psycopg import sql
+from psycopg_pool import AsyncConnectionPool
+
+logger = logging.getLogger("claw.channel_layer")
+
+NOTIFY_CHANNEL = "channels_postgres_messages"
+# Delivered message ids remembered per layer, to drop the second copy of a message
+# that arrives both by NOTIFY and by the catch-up read after a (re)connect.
+SEEN_IDS = 50_000
+RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)
+
+_GROUP_SEND_SQL = sql.SQL(
+    "INSERT INTO {messages} (channel, message, expire) "
+    "SELECT DISTINCT channel, %s, %s FROM {groups} WHERE group_key = %s"
+).format(messages=sql.Identifier(MESSAGE_TABLE), groups=sql.Identifier(GROUP_CHANNEL_TABLE))
+_GROUP_DISCARD_SQL = sql.SQL("DELETE FROM {groups} WHERE group_key = %s AND channel = %s").format(
+    groups=sql.Identifier(GROUP_CHANNEL_TABLE)
+)
+_PENDING_SQL = sql.SQL(
+    "SELECT id, channel, message, extract(epoch from expire) FROM {messages} "
+    "WHERE channel = ANY(%s) AND expire > now() ORDER BY id"
+).format(messages=sql.Identifier(MESSAGE_TABLE))
+_EXPIRED_SQL = sql.SQL("DELETE FROM {messages} WHERE expire < now()").format(
+    messages=sql.Identifier(MESSAGE_TABLE)
+)
+
+
+class _PoolPerLoop(DatabaseLayer):  # type: ignore[misc]
+    """channels_postgres' database helper with one connection pool per event loop."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pools: dict[asyncio.AbstractEventLoop, asyncio.Future[AsyncConnectionPool]] = {}
+
+    async def get_db_pool(self, db_params: dict[str, Any]) -> AsyncConnectionPool:
+        loop = asyncio.get_running_loop()
+        opening = self._pools.get(loop)
+        if opening is None:
+            for old in [other for other in self._pools if other.is_closed()]:
+                del self._pools[old]
+            opening = self._pools[loop] = asyncio.ensure_future(self._open_pool(db_params))
+        return await asyncio.shield(opening)
+
+    async def _open_pool(self, db_params: dict[str, Any]) -> AsyncConnectionPool:
+        async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+            await conn.set_autocommit(True)
+
+        pool = AsyncConnectionPool(
+            conninfo=psycopg.conninfo.make_conninfo(conninfo="", **db_params),
+            open=False,
+            configure=configure,
+            # A connection broken by a database restart is replaced, not handed out.
+            check=AsyncConnectionPool.check_connection,
+            **self.psycopg_options,
+        )
+        await pool.open(wait=True)
+        return pool
+
+
+class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.django_db = _PoolPerLoop(kwargs.get("PSYCOPG_OPTIONS", {}), self.db_params, logger=logger)
+        self._listeners: dict[asyncio.AbstractEventLoop, asyncio.Future[None]] = {}
+        self._listener_tasks: set[asyncio.Task[None]] = set()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._last_cleanup = 0.0
+
+    # ------------------------------------------------------------------ receive
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        if "!" in channel:
+            assert self.non_local_name(channel).endswith(self.client_prefix + "!"), "Wrong client prefix"
+        queue = self._get_or_create_queue(channel)
+        await self._get_or_create_channel_advisory_lock(channel)
+        await self._listening()
+        return await self._get_message_from_channel(channel, queue)
+
+    async def _get_or_create_channel_advisory_lock(self, channel: str) -> bool:
+        # The library takes a session-level advisory lock per channel on a pooled
+        # connection and never releases it: one lock per socket ever opened, until
+        # PostgreSQL's shared lock table runs out. Channel names are random per
+        # process, so no other process can hold ours: remembering it is enough.
+        self._channel_advisory_locks[channel] = True
+        return True
+
+    async def _get_message_from_channel(self, channel: str, queue: asyncio.Queue[str]) -> dict[str, Any]:
+        while True:
+            payload = await queue.get()
+            parts = payload.split(":")
+            if len(parts) == 4:
+                _, _, encoded, expires = parts
+                if float(expires) < time.time():
+                    continue
+                return self.deserialize(base64.b64decode(encoded))
+            # Too big for a notification: the row holds it; take it (once).
+            row = await self.django_db.delete_message_returning_message(int(parts[0]))
+            if row is not None:
+                return self.deserialize(row[0])
+
+    async def _listening(self) -> None:
+        """Wait until this event loop's listener is up (starting it if needed)."""
+        loop = asyncio.get_running_loop()
+        ready = self._listeners.get(loop)
+        if ready is None:
+            for old in [other for other in self._listeners if other.is_closed()]:
+                del self._listeners[old]
+            ready = self._listeners[loop] = loop.create_future()
+            task = loop.create_task(self._listen(ready))
+            self._listener_tasks.add(task)
+            task.add_done_callback(self._listener_tasks.discard)
+        await asyncio.shield(ready)
+
+    async def _listen(self, ready: asyncio.Future[None]) -> None:
+        conninfo = psycopg.conninfo.make_conninfo(conninfo="", **self.db_params)
+        failures = 0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
+                    await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(NOTIFY_CHANNEL)))
+                    # Listening now; anything sent to our channels before this moment
+                    # (or while the connection was down) is still in the table.
+                    await self._catch_up(conn)
+                    if not ready.done():
+                        ready.set_result(None)
+                    failures = 0
+                    async for notify in conn.notifies():
+                        if notify.payload == "1:shutdown":
+                            return
+                        self._deliver(notify.payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = RECONNECT_DELAYS[min(failures, len(RECONNECT_DELAYS) - 1)]
+                failures += 1
+                logger.warning(
+                    "channel layer listener lost its connection (%s); retrying in %.1fs", exc, delay
+                )
+                await asyncio.sleep(delay)
+
+    async def _catch_up(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        channels = [name for name, locked in self._channel_advisory_locks.items() if locked]
+        if not channels:
+            return
+        cursor = await conn.execute(_PENDING_SQL, (channels,))
+        for message_id, channel, message, expires in await cursor.fetchall():
+            encoded = base64.b64encode(message).decode()
+            self._deliver(f"{message_id}:{channel}:{encoded}:{expires}")
+
+    def _deliver(self, payload: str) -> None:
+        message_id, _, rest = payload.partition(":")
+        channel = rest.split(":", 1)[0]
+        if not self._channel_advisory_locks.get(channel):
+            return  # another process's channel
+        if message_id in self._seen:
+            return
+        self._seen[message_id] = None
+        if len(self._seen) > SEEN_IDS:
+            self._seen.popitem(last=False)
+        self._get_or_create_queue(channel).put_nowait(payload)
+
+    # ------------------------------------------------------------------- groups
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        assert self.require_valid_group_name(group), "Group name not valid"
+        pool = await self.django_db.get_db_pool(db_params=self.db_params)
+        async with pool.connection() as conn:
+            await conn.execute(
+                _GROUP_SEND_SQL, (self.serialize(message), _expiry(self.expiry), self._group_key(group))
+            )
+
+    async def group_discard(self, group: str, channel: str, expire: int | None = None) -> None:
+        assert self.require_valid_group_name(group), "Group name not valid"
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        pool = await self.django_db.get_db_pool(db_params=self.db_params)
+        async with pool.connection() as conn:
+            await conn.execute(_GROUP_DISCARD_SQL, (self._group_key(group), channel))
+            # Delivered small messages stay until they expire; sweep now and then.
+            if time.monotonic() - self._last_cleanup > self.expiry:
+                self._last_cleanup = time.monotonic()
+                await conn.execute(_EXPIRED_SQL)
+
+
+def _expiry(seconds: int) -> Any:
+    from datetime import UTC, datetime, timedelta
+
+    return datetime.now(UTC) + timedelta(seconds=seconds)

@@ -1,0 +1,94 @@
+"""The PostgreSQL channel layer (claw_platform.channel_layer): each message reaches each
+receiver exactly once, also when many receivers start together, when a message is
+sent before the listener is up, and after the listener's connection is killed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from claw_platform import config
+from claw_platform.channel_layer import PostgresChannelLayer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def new_layer() -> PostgresChannelLayer:
+    cfg: dict[str, Any] = config.channel_layer_config("postgres", dict(connection.settings_dict))["CONFIG"]
+    return PostgresChannelLayer(**cfg)
+
+
+async def drain(layer: PostgresChannelLayer, channel: str, wait: float = 0.5) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
+    while True:
+        try:
+            got.append(await asyncio.wait_for(layer.receive(channel), wait))
+        except TimeoutError:
+            return got
+
+
+async def test_concurrent_receivers_each_get_every_group_message_once() -> None:
+    layer = new_layer()
+    channels = [await layer.new_channel() for _ in range(5)]
+    for channel in channels:
+        await layer.group_add("session_x", channel)
+    # All receivers start at once, before any listener exists (the library started
+    # one listener per receive here, and each queued every notification).
+    receivers = [asyncio.ensure_future(layer.receive(c)) for c in channels]
+    await asyncio.sleep(0.3)
+    for n in range(3):
+        await layer.group_send("session_x", {"type": "run.event", "n": n})
+    first = await asyncio.gather(*receivers)
+    assert [m["n"] for m in first] == [0] * 5
+    for channel in channels:
+        assert [m["n"] for m in await drain(layer, channel)] == [1, 2]
+
+
+async def test_a_message_sent_before_the_listener_is_up_is_not_lost() -> None:
+    layer = new_layer()
+    channel = await layer.new_channel()
+    await layer.group_add("session_y", channel)
+    # Known to the layer as ours (a consumer registered it), but nobody listens yet.
+    await layer._get_or_create_channel_advisory_lock(channel)
+    await layer.group_send("session_y", {"type": "run.event", "text": "early"})
+    assert [m["text"] for m in await drain(layer, channel)] == ["early"]
+
+
+async def test_another_layers_start_does_not_steal_or_repeat_messages() -> None:
+    first, second = new_layer(), new_layer()
+    mine = await first.new_channel()
+    await first.group_add("session_z", mine)
+    receiving = asyncio.ensure_future(first.receive(mine))
+    await asyncio.sleep(0.3)
+    await first.group_send("session_z", {"type": "run.event", "n": 1})
+    assert (await receiving)["n"] == 1
+    # A second process starting its listener must not see or remove our messages.
+    theirs = await second.new_channel()
+    assert await drain(second, theirs, wait=0.3) == []
+    assert await drain(first, mine, wait=0.3) == []
+
+
+async def test_the_listener_reconnects_after_its_connection_is_killed() -> None:
+    layer = new_layer()
+    channel = await layer.new_channel()
+    await layer.group_add("session_r", channel)
+    receiving = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.3)
+    pool = await layer.django_db.get_db_pool(layer.db_params)
+    async with pool.connection() as conn:
+        await conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE query ILIKE 'LISTEN%%' AND datname = current_database()"
+        )
+    await asyncio.sleep(1.0)  # the listener notices and reconnects
+    await layer.group_send("session_r", {"type": "run.event", "n": 7})
+    assert (await asyncio.wait_for(receiving, 10))["n"] == 7
+    assert await drain(layer, channel, wait=0.3) == []
+
+
+def test_the_default_layer_is_the_fixed_one() -> None:
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "claw_platform.channel_layer.PostgresChannelLayer"
