@@ -1,7 +1,9 @@
 """Who may see and act in a chat session: one answer for the pages and the socket.
 
-A session of another tenant is refused exactly like a session that does not exist
-(STYLE rule 4): the caller cannot tell the two apart.
+A member sees their own sessions; owners and admins see every session of their
+tenant (and may act in it, e.g. to approve a call), viewers read them all and act in
+none. A session of another tenant, or one a member may not see, is refused exactly
+like a session that does not exist (STYLE rule 4): the caller cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from claw_platform.tenancy.models import Membership, Role
 
 # Roles that may send messages, stop runs and decide approvals; viewers only read.
 ACTING_ROLES = frozenset({Role.OWNER, Role.ADMIN, Role.MEMBER})
+# Roles that see every session of the tenant, not only their own.
+OVERSEEING_ROLES = frozenset({Role.OWNER, Role.ADMIN, Role.VIEWER})
 
 
 class SessionNotFound(LookupError):
@@ -47,5 +51,7 @@ def access_session(user: Any, session_id: Any, *, tenant_id: int | None = None) 
         raise SessionNotFound(session_id)
     membership = Membership.objects.unscoped().filter(tenant_id=session.tenant_id, user_id=user.pk).first()
     if membership is None:
+        raise SessionNotFound(session_id)
+    if session.user_id != user.pk and membership.role not in OVERSEEING_ROLES:
         raise SessionNotFound(session_id)
     return SessionAccess(session, membership)

@@ -7,7 +7,7 @@ actions. Protocol (JSON frames):
 client -> server
   {"type": "message", "text": "..."}        a user message (a run), or a slash command
   {"type": "stop"}                          cancel the session's active run
-  {"type": "approve" | "deny", "approval_id": 7, "reason": "..."}
+  {"type": "approve" | "deny", "approval_id": 7, "reason": "...", "always": false}
                                             (or "run" + "call_id" instead of approval_id)
   {"type": "resume", "run": 12, "after": 5} stored events after seq 5 of run 12 and all
                                             of the session's later runs; without "run":
@@ -15,8 +15,12 @@ client -> server
 
 server -> client
   {"type": <event>, "run": 12, "seq": 6, "payload": {...}}   run.started, chunk, ...
-  {"type": "snapshot", "run": 12, "seq": 6, "payload": {"text": "...", "status": "running"}}
-                                            the partial reply of a running run (resume)
+  {"type": "snapshot", "run": 12, "seq": 6, "payload": {"text": "...", "status": "running",
+                                                         "turn": {...}}}
+                                            the state of an unfinished run's turn (resume):
+                                            stored messages, the step in flight, the
+                                            partial reply ("text"), approval requests
+                                            (channels_app.transcript)
   {"type": "command", "payload": {"command": "help", "text": "...", "status": "completed"}}
   {"type": "error", "payload": {"message": "..."}}
 
@@ -35,11 +39,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 
 from agents.actions.runs import active_run, do_cancel_run, do_decide_approval, do_send_message
 from agents.engine.commands import parse_slash_command
-from agents.models import ApprovalRequest, Run, RunStatus, Session, Turn
+from agents.models import ApprovalRequest, Run, Session, Turn
 from agents.runtime.chat import handle_message
 from agents.runtime.events import events_after
 from channels_app.access import SessionNotFound, access_session
-from channels_app.relay import ChannelLayerRelay, event_frame, session_group
+from channels_app.relay import event_frame, session_group
+from channels_app.transcript import UNFINISHED, turn_state
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger(__name__)
@@ -48,8 +53,6 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 MAX_MESSAGE_CHARS = 100_000
 MAX_REPLAY_RUNS = 50
-
-UNFINISHED = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL)
 
 
 class ClientError(Exception):
@@ -138,43 +141,40 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 }
             )
             return
-        user = self.scope["user"]
-        run, before = await database_sync_to_async(self._send_message)(text, user)
+        # Its events (run.queued, run.cancelled, approval.decided) reach every tab of
+        # the session through the relay once stored.
+        run = await database_sync_to_async(self._send_message)(text, self.scope["user"])
         if run is None and command is not None:
             await self._error("Nothing is running.")
-        elif run is not None and command is not None:
-            await self._publish_stored(run, before)
 
-    def _send_message(self, text: str, user: Any) -> tuple[Run | None, int]:
+    def _send_message(self, text: str, user: Any) -> Run | None:
         with tenant_context(self.session.tenant_id):
-            current = active_run(self.session)
-            before = current.event_seq if current else 0
-            return do_send_message(self.session, text, acting_user=user), before
+            return do_send_message(self.session, text, acting_user=user)
 
     async def _on_stop(self, content: dict[str, Any]) -> None:
         self._require_actor()
         stopped = await database_sync_to_async(self._stop)(self.scope["user"])
         if stopped is None:
             raise ClientError("Nothing is running.")
-        await self._publish_stored(*stopped)
 
-    def _stop(self, user: Any) -> tuple[Run, int] | None:
+    def _stop(self, user: Any) -> Run | None:
         with tenant_context(self.session.tenant_id):
             run = active_run(self.session)
             if run is None:
                 return None
-            return do_cancel_run(run, acting_user=user), run.event_seq
+            return do_cancel_run(run, acting_user=user)
 
     async def _on_decision(self, content: dict[str, Any]) -> None:
         self._require_actor()
         reason = content.get("reason") or ""
         if not isinstance(reason, str):
             raise ClientError("The reason must be text.")
+        always = bool(content.get("always")) and content["type"] == "approve"
         await database_sync_to_async(self._decide)(
-            content, content["type"] == "approve", reason, self.scope["user"]
+            content, content["type"] == "approve", reason, always, self.scope["user"]
         )
 
-    def _decide(self, content: dict[str, Any], approved: bool, reason: str, user: Any) -> None:
+    def _decide(self, content: dict[str, Any], approved: bool, reason: str, always: bool, user: Any) -> None:
         with tenant_context(self.session.tenant_id):
             approvals = ApprovalRequest.objects.filter(run__session_id=self.session.pk)
             if content.get("approval_id") is not None:
@@ -186,7 +186,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             approval = approvals.first()
             if approval is None:
                 raise ClientError("No such approval request in this session.")
-            do_decide_approval(approval, approved, acting_user=user, reason=reason)
+            do_decide_approval(approval, approved, acting_user=user, reason=reason, always=always)
 
     async def _on_resume(self, content: dict[str, Any]) -> None:
         after = _int(content.get("after") or 0)
@@ -207,13 +207,14 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             for run in runs.order_by("pk")[:MAX_REPLAY_RUNS]:
                 since = after if run.pk == run_id else 0
                 frames.extend(event_frame(run.pk, e.seq, e.type, e.payload) for e in events_after(run, since))
-                if run.status == RunStatus.RUNNING:
-                    partial = (
-                        Turn.objects.filter(pk=run.turn_id).values_list("partial_text", flat=True).first()
-                    )
+                if run.status in UNFINISHED:
+                    state = turn_state(Turn.objects.get(pk=run.turn_id))
                     frames.append(
                         event_frame(
-                            run.pk, run.event_seq, "snapshot", {"text": partial or "", "status": run.status}
+                            run.pk,
+                            run.event_seq,
+                            "snapshot",
+                            {"text": state["partial"], "status": run.status, "turn": state},
                         )
                     )
             return frames
@@ -223,20 +224,6 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def run_event(self, message: dict[str, Any]) -> None:
         """A run event relayed to the session's group (``channels_app.relay``)."""
         await self.send_json(message["event"])
-
-    async def _publish_stored(self, run: Run, after: int) -> None:
-        """Relay events an action stored itself (a queued run cancelled at once has no
-        worker to relay its ``run.cancelled``), to every tab of the session."""
-        events = await database_sync_to_async(events_after)(run, after)
-        relay = ChannelLayerRelay()
-        for event in events:
-            await relay.publish(
-                session_id=self.session.pk,
-                run_id=run.pk,
-                seq=event.seq,
-                event_type=event.type,
-                payload=event.payload,
-            )
 
     async def _error(self, message: str) -> None:
         await self.send_json({"type": "error", "payload": {"message": message}})

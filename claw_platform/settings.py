@@ -44,6 +44,8 @@ CLAW_RUNS_PER_TENANT = config.env_int("CLAW_RUNS_PER_TENANT", 10, minimum=1)
 CLAW_RUNS_GLOBAL = config.env_int("CLAW_RUNS_GLOBAL", 200, minimum=1)
 CLAW_RUNS_PER_WORKER = config.env_int("CLAW_RUNS_PER_WORKER", 50, minimum=1)
 CLAW_RUN_SWEEP_SECONDS = config.env_int("CLAW_RUN_SWEEP_SECONDS", 10, minimum=1)
+# Outside conversations (S5) idle this long are archived; their key opens a new session.
+CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)
 # Dotted path of the tools factory runs use (tests point it at test-only tools).
 CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtime.tools.registry_tools")
 
@@ -108,6 +110,9 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+
+LOGIN_URL = "chat:login"
+LOGIN_REDIRECT_URL = "chat:home"
 
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"

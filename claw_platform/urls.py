@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
+from django.views.generic import RedirectView
 
 from claw_platform.ops import views as ops_views
 
@@ -9,4 +10,6 @@ urlpatterns = [
     path("healthz", ops_views.healthz, name="healthz"),
     path("readyz", ops_views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path("chat/", include("channels_app.web.urls")),
+    path("", RedirectView.as_view(url="/chat/", permanent=False)),
 ]

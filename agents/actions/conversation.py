@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents.models import (
@@ -54,14 +56,53 @@ def do_create_session(
     return session
 
 
+def external_session_key(channel: str, sender: str, thread: str = "") -> str:
+    """The key of an outside conversation (S5): ``channel:sender[:thread]``. Parts are
+    escaped so ``a:b`` + ``c`` never meets ``a`` + ``b:c``."""
+    parts = [channel, sender] + ([thread] if thread else [])
+    return ":".join(p.replace("%", "%25").replace(":", "%3A") for p in parts)[:300]
+
+
 def session_for_external_key(
     agent: Agent, external_key: str, *, user: Any = None, channel: str = "web"
 ) -> Session:
-    """The session an outside conversation (channel, sender, thread) maps to (S5)."""
-    existing = Session._base_manager.filter(tenant_id=agent.tenant_id, external_key=external_key).first()
+    """The live session an outside conversation (channel, sender, thread) maps to for
+    this agent (S5), opened on first use. Two first messages racing open one session:
+    the loser of the unique-key race takes the winner's."""
+    live = Session._base_manager.filter(
+        tenant_id=agent.tenant_id, agent_id=agent.pk, external_key=external_key, archived_at__isnull=True
+    )
+    existing = live.first()
     if existing is not None:
         return existing
-    return do_create_session(agent, user=user, channel=channel, external_key=external_key)
+    try:
+        with transaction.atomic():
+            return do_create_session(agent, user=user, channel=channel, external_key=external_key)
+    except IntegrityError:
+        return live.get()
+
+
+def prune_idle_sessions(*, idle_days: int, empty_hours: int = 24) -> dict[str, int]:
+    """Scheduled (S5): archive outside conversations idle for ``idle_days`` (their key
+    opens a fresh session next time; nothing is deleted), and delete web sessions that
+    never got a message and are older than ``empty_hours`` (opened, then abandoned)."""
+    now = timezone.now()
+    archived = Session._base_manager.filter(
+        external_key__isnull=False,
+        archived_at__isnull=True,
+        last_activity_at__lt=now - timedelta(days=idle_days),
+    ).update(archived_at=now)
+    _, deleted = (
+        Session._base_manager.filter(
+            channel="web",
+            external_key__isnull=True,
+            parent__isnull=True,
+            created_at__lt=now - timedelta(hours=empty_hours),
+        )
+        .filter(~Exists(Turn._base_manager.filter(session_id=OuterRef("pk"))))
+        .delete()
+    )
+    return {"archived": archived, "deleted_empty": deleted.get("agents.Session", 0)}
 
 
 @transaction.atomic

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from agents.actions.conversation import do_finish_turn, do_start_turn
-from agents.engine.commands import parse_slash_command
+from agents.engine.commands import parse_approval_reply, parse_slash_command
 from agents.models import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
@@ -102,9 +102,15 @@ def active_run(session: Session) -> Run | None:
 @transaction.atomic
 def do_send_message(session: Session, text: str, *, acting_user: Any) -> Run | None:
     """A user message: its Turn and a queued Run, enqueued when the transaction
-    commits. ``/stop`` cancels the session's active run instead (returned, or None
-    when nothing runs). Other slash commands are answered inline by
+    commits, and a stored ``run.queued`` event (so every open tab shows it at once).
+    ``/stop`` cancels the session's active run instead (returned, or None when
+    nothing runs). Other slash commands are answered inline by
     ``agents.runtime.chat.handle_message``, not here.
+
+    While a run awaits approval, a reply such as ``approve`` / ``go ahead`` / ``deny``
+    / ``always`` decides its pending calls (T13) and returns that run; any other
+    message supersedes it (the waiting run is cancelled, its calls never run) and
+    starts a new turn.
 
     One run per session executes at a time (S6): a new message queues behind the
     active run, or, when the agent's ``busy_policy`` is ``interrupt``, cancels it.
@@ -118,10 +124,27 @@ def do_send_message(session: Session, text: str, *, acting_user: Any) -> Run | N
         return do_cancel_run(current, acting_user=acting_user) if current is not None else None
     # The session's row lock orders concurrent messages of one session.
     locked = Session._base_manager.select_for_update().select_related("agent").get(pk=session.pk)
+    waiting = list(
+        Run._base_manager.select_for_update()
+        .filter(session_id=session.pk, status=RunStatus.AWAITING_APPROVAL)
+        .order_by("id")
+    )
+    reply = parse_approval_reply(text) if waiting else None
+    if reply is not None:
+        run = waiting[-1]
+        for approval in ApprovalRequest._base_manager.filter(run_id=run.pk, status=ApprovalStatus.PENDING):
+            do_decide_approval(
+                approval,
+                reply.approved,
+                acting_user=acting_user,
+                reason=f"chat reply: {text.strip()[:200]}",
+                always=reply.always,
+            )
+        return run
+    for run in waiting:
+        do_cancel_run(run, acting_user=acting_user, reason="superseded by a new message")
     if locked.agent.busy_policy == BusyPolicy.INTERRUPT:
-        for run in Run._base_manager.filter(
-            session_id=session.pk, status__in=[*ACTIVE_RUN_STATUSES, RunStatus.AWAITING_APPROVAL]
-        ):
+        for run in Run._base_manager.filter(session_id=session.pk, status__in=ACTIVE_RUN_STATUSES):
             do_cancel_run(run, acting_user=acting_user, reason="interrupted by a new message")
     with tenant_context(session.tenant_id):
         turn = do_start_turn(locked, text)
@@ -145,8 +168,19 @@ def do_send_message(session: Session, text: str, *, acting_user: Any) -> Run | N
         obj=run,
         diff={"session": [None, str(session.pk)], "turn": [None, turn.pk]},
     )
+    store_run_event(
+        run,
+        "run.queued",
+        {"turn": turn.pk, "number": turn.number, "text": text, "user": _display_name(acting_user)},
+    )
     transaction.on_commit(partial(enqueue_run, run.pk))
     return run
+
+
+def _display_name(user: Any) -> str:
+    if user is None or not getattr(user, "pk", None):
+        return ""
+    return str(user.get_full_name() or user.get_username())
 
 
 # ----------------------------------------------------------------- cancel
@@ -221,11 +255,13 @@ def enqueue_next_runs(session_id: Any, *, limit: int = 3) -> None:
 
 @transaction.atomic
 def do_decide_approval(
-    approval: ApprovalRequest, approved: bool, *, acting_user: Any, reason: str = ""
+    approval: ApprovalRequest, approved: bool, *, acting_user: Any, reason: str = "", always: bool = False
 ) -> ApprovalRequest:
-    """Approve or deny one tool call. When none of the run's requests is pending any
-    more, the run goes back to the queue and resumes with the decisions (an approved
-    call runs; a denied one is reported to the model as denied)."""
+    """Approve or deny one tool call. ``always`` (with approval) also allows this
+    exact call -- same tool, same arguments -- for the rest of the session (T12).
+    When none of the run's requests is pending any more, the run goes back to the
+    queue and resumes with the decisions (an approved call runs; a denied one is
+    reported to the model as denied). Every tab hears ``approval.decided``."""
     _check_actor(approval.tenant_id, acting_user)
     run = Run._base_manager.select_for_update().get(pk=approval.run_id, tenant_id=approval.tenant_id)
     locked = ApprovalRequest._base_manager.select_for_update().get(pk=approval.pk)
@@ -234,15 +270,31 @@ def do_decide_approval(
     if run.status != RunStatus.AWAITING_APPROVAL:
         raise ValueError(f"The run is {run.status}, not awaiting approval.")
     locked.status = ApprovalStatus.APPROVED if approved else ApprovalStatus.DENIED
+    locked.always = bool(always and approved)
     locked.decided_by = acting_user if getattr(acting_user, "pk", None) else None
     locked.decided_at = timezone.now()
     locked.reason = reason[:2000]
-    locked.save(update_fields=["status", "decided_by", "decided_at", "reason"])
+    locked.save(update_fields=["status", "always", "decided_by", "decided_at", "reason"])
     record_audit_event(
         action="approval.decided",
         actor=acting_user,
         obj=locked,
-        diff={"status": [ApprovalStatus.PENDING, locked.status], "reason": [None, reason]},
+        diff={
+            "status": [ApprovalStatus.PENDING, locked.status],
+            "always": [False, locked.always],
+            "reason": [None, reason],
+        },
+    )
+    store_run_event(
+        run,
+        "approval.decided",
+        {
+            "approval": locked.pk,
+            "call_id": locked.call_id,
+            "status": locked.status,
+            "always": locked.always,
+            "by": _display_name(acting_user),
+        },
     )
     if not ApprovalRequest._base_manager.filter(run_id=run.pk, status=ApprovalStatus.PENDING).exists():
         Run._base_manager.filter(pk=run.pk).update(status=RunStatus.QUEUED)

@@ -111,3 +111,40 @@ def parse_slash_command(text: str) -> SlashCommand | None:
     elif name == "model" and args and len(args.split()) > 1:
         return SlashCommand("model", args, stripped, "usage: /model [name]")
     return SlashCommand(name, args, stripped)
+
+
+# --------------------------------------------------------------- approval replies
+
+# A chat reply to a pending approval (T13): MicroClaw's and IronClaw's keywords. Only a
+# short reply that *is* one of these phrases counts; "no, do it differently" is a
+# message, not a decision.
+_APPROVE = frozenset(
+    {"yes", "y", "ok", "okay", "approve", "approved", "go ahead", "proceed", "do it", "allow", "yes please"}
+)
+_APPROVE_ALWAYS = frozenset({"always", "a", "always allow", "approve always", "yes always"})
+_DENY = frozenset(
+    {"no", "n", "deny", "denied", "reject", "cancel", "don't", "dont", "do not", "stop", "no thanks"}
+)
+_REPLY_TRIM = re.compile(r"^[\s\"'`]+|[\s.!\"'`]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalReply:
+    approved: bool
+    always: bool = False
+
+
+def parse_approval_reply(text: str) -> ApprovalReply | None:
+    """``approve`` / ``go ahead`` / ``yes`` ... approve, ``always`` approves for the
+    rest of the session, ``deny`` / ``cancel`` / ``no`` ... deny; anything else is
+    ``None`` (an ordinary message)."""
+    phrase = _REPLY_TRIM.sub("", text.strip().lower())
+    if len(phrase) > 20:
+        return None
+    if phrase in _APPROVE_ALWAYS:
+        return ApprovalReply(True, always=True)
+    if phrase in _APPROVE:
+        return ApprovalReply(True)
+    if phrase in _DENY:
+        return ApprovalReply(False)
+    return None

@@ -20,7 +20,12 @@ DEFAULT_CHECKPOINT_SECONDS = 1.0
 
 
 class DeltaCoalescer:
-    """Batches deltas into ``chunk`` / ``thinking`` events of ``{"text": ...}``.
+    """Batches deltas into ``chunk`` / ``thinking`` events of ``{"text", "offset"}``.
+
+    ``offset`` is how many characters of that kind this stream (one LLM call) sent
+    before the batch: a client that joins mid-stream from a checkpointed snapshot
+    places each batch exactly, drops what it already has, and sees a gap when one
+    batch passed it by (then it asks for a newer snapshot).
 
     A batch is sent when it reaches ``chars`` characters, when a delta arrives
     ``seconds`` after the last send, or when a timer fires ``seconds`` after the
@@ -35,6 +40,7 @@ class DeltaCoalescer:
         "_kind",
         "_len",
         "_lock",
+        "_sent",
         "_timer",
         "_timer_task",
         "chars",
@@ -70,6 +76,7 @@ class DeltaCoalescer:
         self.last_flush = time.monotonic()
         self.last_checkpoint = self.last_flush
         self.text: list[str] = []  # visible text sent so far
+        self._sent = {"chunk": 0, "thinking": 0}  # characters sent, per kind
 
     async def add(self, kind: str, text: str) -> None:
         """Take one delta; ``kind`` is ``chunk`` (visible text) or ``thinking``."""
@@ -104,7 +111,9 @@ class DeltaCoalescer:
             self._len = 0
             now = time.monotonic()
             self.last_flush = now
-            await self.sink.emit(kind, {"text": text})
+            offset = self._sent.get(kind, 0)
+            self._sent[kind] = offset + len(text)
+            await self.sink.emit(kind, {"text": text, "offset": offset})
             if kind == "chunk":
                 self.text.append(text)
                 if self.checkpoint and now - self.last_checkpoint >= self.checkpoint_seconds:

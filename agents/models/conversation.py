@@ -54,14 +54,19 @@ class Session(TenantOwned):
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal(0))
     created_at = models.DateTimeField(auto_now_add=True)
     last_activity_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set when an idle outside conversation is pruned: its key then opens a new session.",
+    )
 
     class Meta:
         ordering = ["-last_activity_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "external_key"],
-                name="session_unique_external_key",
-                condition=Q(external_key__isnull=False),
+                fields=["tenant", "agent", "external_key"],
+                name="session_unique_live_external_key",
+                condition=Q(external_key__isnull=False, archived_at__isnull=True),
             )
         ]
 

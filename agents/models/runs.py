@@ -105,6 +105,9 @@ class ApprovalRequest(TenantOwned):
     risk = models.CharField(max_length=16, default="medium")
     request_reason = models.TextField(blank=True, help_text="Why the policy asks for approval.")
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    always = models.BooleanField(
+        default=False, help_text="Approved for the rest of the session: this exact tool with these arguments."
+    )
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

@@ -11,14 +11,16 @@ stored number and reads the partial text from the turn.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Protocol
 
 from asgiref.sync import sync_to_async
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection
+from django.db import connection, transaction
 from psycopg.types.json import Jsonb
 
 from agents.models import Run, RunEvent
+from claw_platform.background_loop import submit
 
 logger = logging.getLogger("claw.runs.events")
 
@@ -99,8 +101,10 @@ class RunEventSink:
 
 
 def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
-    """Store one event outside a worker (an action's ``run.cancelled`` for a run no
-    worker holds). Numbered under the run's row lock; call inside a transaction."""
+    """Store one event outside a worker (an action's ``run.queued``, or the
+    ``run.cancelled`` of a run no worker holds) and relay it to live listeners once
+    the transaction commits. Numbered under the run's row lock; call inside a
+    transaction."""
     seq = (
         Run._base_manager.select_for_update().filter(pk=run.pk).values_list("event_seq", flat=True).get() + 1
     )
@@ -108,7 +112,15 @@ def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
     RunEvent._base_manager.create(
         tenant_id=run.tenant_id, run_id=run.pk, seq=seq, type=event_type, payload=payload
     )
+    relayed = {**payload, "run_id": run.pk}
+    transaction.on_commit(partial(_relay_now, run.pk, int(seq), event_type, relayed))
     return int(seq)
+
+
+def _relay_now(run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None:
+    # Fire and forget, in order, on the process's background loop: the event is
+    # stored already, so a client that misses it gets it on resume.
+    submit(current_relay().relay(run_id, seq, event_type, payload))
 
 
 def events_after(run: Run, seq: int = 0, *, limit: int = 1000) -> list[RunEvent]:

@@ -121,7 +121,10 @@ def check_providers(timeout: float = 5.0) -> list[CheckResult]:
     from agents.models import LLMProvider, ProviderKind
 
     results = []
-    providers = list(LLMProvider.objects.unscoped().filter(enabled=True).order_by("tenant_id", "name"))
+    try:
+        providers = list(LLMProvider.objects.unscoped().filter(enabled=True).order_by("tenant_id", "name"))
+    except Exception as exc:  # e.g. migrations not applied yet: say so, do not crash
+        return [CheckResult("providers", False, f"cannot read the providers: {_first_line(exc)}")]
     for provider in providers:
         name = f"provider {provider.name} (tenant {provider.tenant_id})"
         base = provider.base_url.rstrip("/")

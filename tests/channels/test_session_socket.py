@@ -156,18 +156,23 @@ async def test_resume_replays_stored_events_and_the_partial_reply_without_the_ll
     communicator, _, _ = await open_socket(session.pk, tenant_a.owner)
 
     await communicator.send_json_to({"type": "resume"})
-    frames = [await communicator.receive_json_from(timeout=10) for _ in range(4)]
+    frames = [await communicator.receive_json_from(timeout=10) for _ in range(5)]
     assert [(f["type"], f["seq"]) for f in frames] == [
-        ("run.started", 1),
-        ("tool.call", 2),
-        ("tool.result", 3),
-        ("snapshot", 3),
+        ("run.queued", 1),
+        ("run.started", 2),
+        ("tool.call", 3),
+        ("tool.result", 4),
+        ("snapshot", 4),
     ]
-    assert frames[-1]["payload"] == {"text": "Roses are red,", "status": "running"}
+    snapshot = frames[-1]["payload"]
+    assert (snapshot["text"], snapshot["status"]) == ("Roses are red,", "running")
+    assert snapshot["turn"]["text"] == "write a poem"
+    assert snapshot["turn"]["partial"] == "Roses are red,"
+    assert snapshot["turn"]["run"] == {"id": run.pk, "status": "running", "error": "", "seq": 4}
 
-    await communicator.send_json_to({"type": "resume", "run": run.pk, "after": 2})
+    await communicator.send_json_to({"type": "resume", "run": run.pk, "after": 3})
     frames = [await communicator.receive_json_from(timeout=10) for _ in range(2)]
-    assert [(f["type"], f["seq"]) for f in frames] == [("tool.result", 3), ("snapshot", 3)]
+    assert [(f["type"], f["seq"]) for f in frames] == [("tool.result", 4), ("snapshot", 4)]
     assert await communicator.receive_nothing(timeout=0.3)
     await communicator.disconnect()
 

@@ -398,6 +398,7 @@ class FakeLLM:
         self.unexpected: list[RecordedRequest] = []
         self.errors: list[str] = []
         self._turns: deque[Turn] = deque()
+        self._routes: list[tuple[str, Turn]] = []
         self._lock = threading.Lock()
         self._runner: web.AppRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -412,6 +413,14 @@ class FakeLLM:
             self._turns.extend(turns)
         return self
 
+    def script_when(self, system_contains: str, turn: Turn) -> FakeLLM:
+        """Answer the first request whose system prompt contains ``system_contains``
+        with ``turn``, whenever it comes: for calls made concurrently with the
+        scripted ones (the title, generated in the background)."""
+        with self._lock:
+            self._routes.append((system_contains, turn))
+        return self
+
     @property
     def remaining(self) -> int:
         with self._lock:
@@ -423,6 +432,8 @@ class FakeLLM:
         with self._lock:
             if self._turns:
                 out.append(f"{len(self._turns)} scripted turn(s) never requested: {list(self._turns)!r}")
+            for needle, _turn in self._routes:
+                out.append(f"no request had a system prompt containing {needle!r}")
             for req in self.unexpected:
                 out.append(f"unexpected request {req.method} {req.path}: {json.dumps(req.json)[:300]}")
             out.extend(f"fake LLM handler error: {e}" for e in self.errors)
@@ -534,8 +545,13 @@ class FakeLLM:
                 self.requests.append(rec)
         return rec
 
-    def _next_turn(self) -> Turn | None:
+    def _next_turn(self, body: dict[str, Any] | None = None) -> Turn | None:
+        system = _system_text(body or {})
         with self._lock:
+            for index, (needle, turn) in enumerate(self._routes):
+                if needle in system:
+                    del self._routes[index]
+                    return turn
             if self._turns:
                 return self._turns.popleft()
         return self.default_reply
@@ -563,7 +579,7 @@ class FakeLLM:
 
     async def _handle(self, request: web.Request, wire: Wire) -> web.StreamResponse:
         rec = await self._record(request, wire)
-        turn = self._next_turn()
+        turn = self._next_turn(rec.json if isinstance(rec.json, dict) else None)
         if turn is None:
             with self._lock:
                 self.unexpected.append(rec)
@@ -656,6 +672,14 @@ class FakeLLM:
             await response.write(b'data: {"type": "content_block_delta", "index": 0, "del\n\n')
         await response.write_eof()
         return response
+
+
+def _system_text(body: dict[str, Any]) -> str:
+    """The system prompt of a request in either wire format, as one string."""
+    system = body.get("system")
+    if system is None:
+        system = [m.get("content") for m in body.get("messages") or [] if m.get("role") == "system"]
+    return json.dumps(system)
 
 
 def iter_sse_payloads(raw: bytes) -> Iterator[str]:

@@ -91,7 +91,8 @@ def test_a_worker_completes_a_run_and_stores_numbered_events(live_agent, fake_ll
     assert run.finished_at is not None
     events = events_after(run, 0)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert events[0].type == "run.started"
+    assert [e.type for e in events[:2]] == ["run.queued", "run.started"]
+    assert events[0].payload == {"turn": run.turn_id, "number": 1, "text": "hi", "user": "a_member"}
     assert events[-1].type == "run.completed"
     assert events[-1].payload["text"] == "Hello from the worker."
     assert "chunk" not in {e.type for e in events}

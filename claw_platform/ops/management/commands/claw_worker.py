@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django_q.cluster import Cluster
 
+from agents.runtime.maintenance import ensure_schedules
 from agents.runtime.worker import start_sweeper_thread
 from claw_platform.ops.heartbeat import start_heartbeat_thread
 
@@ -17,6 +18,7 @@ class Command(BaseCommand):
     help = "Run a task worker cluster (django-q2) that reports its heartbeat and sweeps runs."
 
     def handle(self, *args: Any, **options: Any) -> None:
+        ensure_schedules()
         cluster = Cluster()  # installs SIGTERM/SIGINT handlers that stop the sentinel
         cluster.start()
         stop = threading.Event()

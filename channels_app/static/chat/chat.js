@@ -1,0 +1,713 @@
+/* The chat page: one session's transcript, kept live over its WebSocket (U1-U3).
+ *
+ * Model: a turn per user message, each a list of items (text, thinking, tool card,
+ * note) built from the database state the page (or a socket snapshot) carries, then
+ * changed by live events. Every event is applied idempotently: tool cards by call
+ * id, text batches by their offset in the stream, terminal events by run. So a
+ * replay after a reconnect, a second tab, or a snapshot racing live events never
+ * shows anything twice, and a batch that passed us by is noticed (a gap) and filled
+ * from a newer snapshot.
+ */
+(function () {
+  "use strict";
+
+  const data = JSON.parse(document.getElementById("chat-data").textContent);
+  const render = window.ClawRender;
+  const UNFINISHED = new Set(["queued", "running", "awaiting_approval"]);
+  const HISTORY_COMMANDS = new Set(["new", "clear", "undo", "redo", "compact", "summarize", "thread", "resume"]);
+  const RESYNC_AFTER_MS = 1200;
+
+  const sidebar = document.getElementById("sidebar");
+  for (const [id, open] of [["open-sidebar", true], ["close-sidebar", false]]) {
+    const button = document.getElementById(id);
+    if (button) button.addEventListener("click", () => sidebar.classList.toggle("open", open));
+  }
+  const teamSelect = document.getElementById("team-select");
+  if (teamSelect) teamSelect.addEventListener("change", () => document.getElementById("team-form").submit());
+
+  if (!data.session) return;
+
+  const el = {
+    transcript: document.getElementById("transcript"),
+    composer: document.getElementById("composer"),
+    input: document.getElementById("message"),
+    send: document.getElementById("send"),
+    stop: document.getElementById("stop"),
+    hints: document.getElementById("command-hints"),
+    title: document.getElementById("chat-title"),
+    usage: document.getElementById("usage"),
+    connection: document.getElementById("connection"),
+  };
+
+  const session = Object.assign({}, data.session);
+  const turns = new Map(); // turn id -> turn model
+  const runTurn = new Map(); // run id -> turn id
+  const seqs = new Map(); // run id -> last stored event seq seen
+  let notesTurn = null; // notes (command answers, errors) go after the newest turn
+
+  /* ------------------------------------------------------------------ models */
+
+  function turnFromState(state) {
+    const turn = {
+      id: state.turn,
+      number: state.number,
+      text: state.text,
+      run: state.run ? { id: state.run.id, status: state.run.status, error: state.run.error || "" } : null,
+      error: state.error || "",
+      items: [],
+      notes: [],
+      node: null,
+      dirty: true,
+    };
+    let userSeen = false;
+    for (const message of state.messages || []) {
+      if (message.role === "user" && !userSeen) {
+        userSeen = true;
+        continue;
+      }
+      addParts(turn, message.role, message.parts);
+    }
+    if (state.pending) {
+      addParts(turn, "assistant", state.pending.parts);
+      for (const [callId, result] of Object.entries(state.pending.results || {})) setResult(turn, callId, result);
+    }
+    for (const approval of state.approvals || []) attachApproval(turn, approval);
+    if (state.partial) turn.items.push({ kind: "text", text: state.partial, live: true });
+    if (turn.run && turn.run.status === "completed" && state.reply) setFinalText(turn, state.reply);
+    if (state.run) {
+      runTurn.set(state.run.id, turn.id);
+      seqs.set(state.run.id, Math.max(seqs.get(state.run.id) || 0, state.run.seq || 0));
+    }
+    return turn;
+  }
+
+  function addParts(turn, role, parts) {
+    for (const part of parts || []) {
+      if (part.type === "tool_result") {
+        setResult(turn, part.tool_call_id, part);
+      } else if (role === "user") {
+        if (part.type === "text") turn.items.push({ kind: "note", text: part.text });
+      } else if (part.type === "text") {
+        if (part.text) turn.items.push({ kind: "text", text: part.text });
+      } else if (part.type === "reasoning") {
+        if (session.show_thinking && part.text) turn.items.push({ kind: "thinking", text: part.text });
+      } else if (part.type === "tool_call") {
+        upsertTool(turn, part.id, part.name, part.arguments);
+      } else if (part.type === "image") {
+        turn.items.push({ kind: "note", text: "[image]" });
+      }
+    }
+  }
+
+  function toolItem(turn, callId) {
+    return turn.items.find((item) => item.kind === "tool" && item.id === callId) || null;
+  }
+
+  function upsertTool(turn, callId, name, args) {
+    let item = toolItem(turn, callId);
+    if (!item) {
+      endLiveText(turn);
+      item = { kind: "tool", id: callId, name: name, args: args, status: "running", started: Date.now() };
+      turn.items.push(item);
+    } else {
+      if (name) item.name = name;
+      if (args !== undefined) item.args = args;
+    }
+    return item;
+  }
+
+  function setResult(turn, callId, result) {
+    const item = toolItem(turn, callId) || upsertTool(turn, callId, result.name, undefined);
+    item.output = result.content !== undefined ? result.content : result.preview;
+    item.isError = !!result.is_error;
+    item.errorType = result.error_type || "";
+    item.duration = result.duration_ms;
+    item.status = item.isError ? "error" : "done";
+  }
+
+  function attachApproval(turn, approval) {
+    const item = upsertTool(turn, approval.call_id, approval.tool || approval.name, approval.arguments);
+    item.approval = Object.assign({}, item.approval || {}, approval);
+    if ((approval.status || "pending") === "pending") item.status = "awaiting";
+  }
+
+  function endLiveText(turn) {
+    for (const item of turn.items) if (item.kind === "text" || item.kind === "thinking") item.live = false;
+  }
+
+  function lastLive(turn, kind) {
+    const last = turn.items[turn.items.length - 1];
+    return last && last.kind === kind && last.live ? last : null;
+  }
+
+  /* A batch of streamed text at ``offset`` of the current stream. */
+  function addStreamed(turn, kind, text, offset, runId) {
+    let item = lastLive(turn, kind);
+    if (!item && offset === 0) {
+      if (kind === "text") endLiveText(turn);
+      item = { kind: kind, text: "", live: true };
+      turn.items.push(item);
+    }
+    if (!item) {
+      requestResync(runId); // we joined mid-stream without the text so far
+      return;
+    }
+    const have = item.text.length;
+    if (offset > have) {
+      requestResync(runId); // a batch passed us by: a newer snapshot fills it
+      return;
+    }
+    if (offset + text.length > have) item.text += text.slice(have - offset);
+  }
+
+  function setFinalText(turn, text) {
+    // The delivered reply replaces the streamed text of the last answer (it is the
+    // sanitized version, plus the failed-tools footer when tools failed).
+    let lastTool = -1;
+    turn.items.forEach((item, index) => {
+      if (item.kind === "tool") lastTool = index;
+    });
+    const after = turn.items.slice(lastTool + 1).filter((item) => item.kind === "text");
+    if (after.length) {
+      after[after.length - 1].text = text;
+      for (const item of after.slice(0, -1)) turn.items.splice(turn.items.indexOf(item), 1);
+    } else if (text) {
+      turn.items.push({ kind: "text", text: text });
+    }
+    endLiveText(turn);
+  }
+
+  /* ------------------------------------------------------------------ events */
+
+  function turnOfRun(runId) {
+    const id = runTurn.get(runId);
+    return id === undefined ? null : turns.get(id) || null;
+  }
+
+  function apply(frame) {
+    const runId = frame.run;
+    const payload = frame.payload || {};
+    if (typeof frame.seq === "number" && runId !== undefined && frame.type !== "chunk" && frame.type !== "thinking") {
+      seqs.set(runId, Math.max(seqs.get(runId) || 0, frame.seq));
+    }
+    switch (frame.type) {
+      case "run.queued": {
+        if (!turns.has(payload.turn)) {
+          turns.set(payload.turn, turnFromState({
+            turn: payload.turn, number: payload.number, text: payload.text,
+            run: { id: runId, status: "queued", seq: frame.seq }, messages: [],
+          }));
+        }
+        runTurn.set(runId, payload.turn);
+        touch(turns.get(payload.turn));
+        break;
+      }
+      case "snapshot": {
+        const state = payload.turn;
+        if (!state) break;
+        const turn = turnFromState(state);
+        const old = turns.get(state.turn);
+        if (old) {
+          turn.node = old.node;
+          turn.notes = old.notes;
+        }
+        turns.set(state.turn, turn);
+        clearResync(runId);
+        touch(turn);
+        break;
+      }
+      case "title.updated":
+        setTitle(payload.title);
+        break;
+      case "command":
+        onCommand(payload);
+        break;
+      case "error":
+        addNote(payload.message || "Something went wrong.", "error");
+        break;
+      default:
+        applyRunEvent(frame.type, runId, payload, frame);
+    }
+    updateControls();
+  }
+
+  function applyRunEvent(type, runId, payload, frame) {
+    const turn = turnOfRun(runId);
+    if (!turn) {
+      if (runId !== undefined) requestResync(runId);
+      return;
+    }
+    const run = turn.run || (turn.run = { id: runId, status: "queued" });
+    switch (type) {
+      case "run.started":
+        if (UNFINISHED.has(run.status)) run.status = "running";
+        break;
+      case "chunk":
+        if (run.status === "queued") run.status = "running";
+        addStreamed(turn, "text", payload.text || "", payload.offset || 0, runId);
+        break;
+      case "thinking":
+        if (session.show_thinking) addStreamed(turn, "thinking", payload.text || "", payload.offset || 0, runId);
+        break;
+      case "tool.call":
+        upsertTool(turn, payload.id, payload.name, payload.arguments);
+        break;
+      case "tool.result":
+        setResult(turn, payload.id, payload);
+        break;
+      case "approval_needed":
+        run.status = "awaiting_approval";
+        for (const call of payload.calls || []) {
+          attachApproval(turn, { call_id: call.id, tool: call.name, arguments: call.arguments, reason: call.reason, status: "pending" });
+        }
+        break;
+      case "approval.decided": {
+        const item = toolItem(turn, payload.call_id);
+        if (item) {
+          item.approval = Object.assign({}, item.approval || {}, { status: payload.status, by: payload.by, always: payload.always });
+          if (item.status === "awaiting") item.status = payload.status === "approved" ? "running" : "denied";
+        }
+        break;
+      }
+      case "run.completed":
+        run.status = "completed";
+        if (!payload.silent) setFinalText(turn, payload.text || "");
+        endLiveText(turn);
+        addUsage(payload);
+        break;
+      case "run.cancelled":
+        run.status = "cancelled";
+        endLiveText(turn);
+        for (const item of turn.items) if (item.kind === "tool" && (item.status === "running" || item.status === "awaiting")) item.status = "cancelled";
+        addUsage(payload);
+        break;
+      case "run.failed":
+        run.status = "failed";
+        run.error = payload.error || "The run failed.";
+        endLiveText(turn);
+        addUsage(payload);
+        break;
+      default:
+        return; // handoff and future events: stored, nothing to draw yet
+    }
+    touch(turn);
+  }
+
+  function addUsage(payload) {
+    session.input_tokens += Number(payload.input_tokens || 0);
+    session.output_tokens += Number(payload.output_tokens || 0);
+    session.cost = (Number(session.cost) + Number(payload.cost || 0)).toFixed(4);
+    if (el.usage) el.usage.textContent = `${(session.input_tokens + session.output_tokens).toLocaleString()} tokens · $${session.cost}`;
+  }
+
+  function setTitle(title) {
+    if (!title) return;
+    session.title = title;
+    el.title.textContent = title;
+    document.title = `${title} · Claw Platform`;
+    const link = document.querySelector(`.session-link[data-session="${session.id}"] .session-title`);
+    if (link) link.textContent = title;
+  }
+
+  function onCommand(payload) {
+    addNote(payload.text || "", payload.status === "failed" ? "error" : "command");
+    if (HISTORY_COMMANDS.has(payload.command) && payload.status !== "failed") reloadTranscript();
+  }
+
+  function addNote(text, kind) {
+    const turn = newestTurn();
+    const note = { kind: "note", text: text, tone: kind };
+    if (turn) {
+      turn.notes.push(note);
+      touch(turn);
+    } else {
+      if (!notesTurn) notesTurn = { id: "notes", items: [], notes: [], node: null, dirty: true, run: null, text: "" };
+      notesTurn.notes.push(note);
+      touch(notesTurn);
+    }
+  }
+
+  function newestTurn() {
+    let newest = null;
+    for (const turn of turns.values()) if (!newest || turn.id > newest.id) newest = turn;
+    return newest;
+  }
+
+  /* ------------------------------------------------------------------- views */
+
+  let frameRequested = false;
+
+  function touch(turn) {
+    turn.dirty = true;
+    if (!frameRequested) {
+      frameRequested = true;
+      requestAnimationFrame(draw);
+    }
+  }
+
+  function draw() {
+    frameRequested = false;
+    const nearBottom = el.transcript.scrollHeight - el.transcript.scrollTop - el.transcript.clientHeight < 120;
+    const ordered = [...turns.values()].sort((a, b) => a.id - b.id);
+    if (notesTurn) ordered.push(notesTurn);
+    let previous = null;
+    for (const turn of ordered) {
+      if (!turn.node) {
+        turn.node = document.createElement("section");
+        turn.node.className = "turn";
+        turn.node.dataset.turn = String(turn.id);
+      }
+      if (turn.dirty) {
+        drawTurn(turn);
+        turn.dirty = false;
+      }
+      const expected = previous ? previous.nextSibling : el.transcript.firstChild;
+      if (turn.node !== expected) el.transcript.insertBefore(turn.node, expected);
+      previous = turn.node;
+    }
+    if (nearBottom) el.transcript.scrollTop = el.transcript.scrollHeight;
+  }
+
+  function drawTurn(turn) {
+    const node = turn.node;
+    const open = new Set([...node.querySelectorAll("details[open]")].map((d) => d.dataset.key));
+    node.replaceChildren();
+    if (turn.text) {
+      const user = div("msg user-msg");
+      user.textContent = turn.text;
+      node.append(user);
+    }
+    const answer = div("msg assistant-msg");
+    for (const item of turn.items) answer.append(drawItem(item, turn, open));
+    if (turn.run) {
+      const status = turn.run.status;
+      if (status === "queued" || status === "running") {
+        const busy = div("run-status busy");
+        busy.textContent = status === "queued" ? "Queued…" : "Working…";
+        answer.append(busy);
+      } else if (status === "awaiting_approval") {
+        const waiting = div("run-status waiting");
+        waiting.textContent = "Waiting for approval";
+        answer.append(waiting);
+      } else if (status === "cancelled") {
+        const stopped = div("run-status stopped");
+        stopped.textContent = "Stopped";
+        answer.append(stopped);
+      } else if (status === "failed") {
+        const failed = div("run-error");
+        failed.setAttribute("role", "alert");
+        failed.textContent = `This reply failed: ${turn.run.error || turn.error || "unknown error"}`;
+        answer.append(failed);
+      }
+    }
+    for (const note of turn.notes) answer.append(drawItem(note, turn, open));
+    if (answer.childNodes.length) node.append(answer);
+  }
+
+  function drawItem(item, turn, open) {
+    if (item.kind === "text") {
+      const box = div("assistant-text markdown" + (item.live ? " live" : ""));
+      box.append(render.renderMarkdown(item.text));
+      return box;
+    }
+    if (item.kind === "thinking") {
+      const details = document.createElement("details");
+      details.className = "thinking";
+      details.dataset.key = "thinking";
+      const summary = document.createElement("summary");
+      summary.textContent = "Thinking";
+      const body = div("thinking-text");
+      body.textContent = item.text;
+      details.append(summary, body);
+      return details;
+    }
+    if (item.kind === "note") {
+      const note = div(`note ${item.tone || ""}`.trim());
+      note.textContent = item.text;
+      return note;
+    }
+    return drawTool(item, turn, open);
+  }
+
+  const STATUS_TEXT = {
+    running: "running", done: "done", error: "failed", awaiting: "needs approval",
+    denied: "denied", cancelled: "cancelled",
+  };
+
+  function drawTool(item, turn, open) {
+    const card = document.createElement("details");
+    card.className = `tool-card status-${item.status}`;
+    card.dataset.call = item.id;
+    card.dataset.key = `tool-${item.id}`;
+    if (open.has(card.dataset.key) || item.status === "awaiting") card.open = true;
+    const summary = document.createElement("summary");
+    const name = span("tool-name", item.name || "tool");
+    const status = span("tool-status", STATUS_TEXT[item.status] || item.status);
+    summary.append(name, status);
+    if (typeof item.duration === "number") summary.append(span("tool-duration", formatDuration(item.duration)));
+    card.append(summary);
+    const input = document.createElement("pre");
+    input.className = "tool-input";
+    input.textContent = JSON.stringify(item.args === undefined ? {} : item.args, null, 2);
+    card.append(labelled("Input", input));
+    if (item.output !== undefined) {
+      const output = document.createElement("pre");
+      output.className = "tool-output";
+      output.textContent = item.output;
+      card.append(labelled(item.isError ? `Error (${item.errorType || "tool_error"})` : "Output", output));
+    }
+    if (item.approval) card.append(drawApproval(item, turn));
+    return card;
+  }
+
+  function drawApproval(item, turn) {
+    const box = div("approval");
+    const approval = item.approval;
+    const state = approval.status || "pending";
+    if (state !== "pending") {
+      box.textContent = `${state === "approved" ? "Approved" : "Denied"}${approval.always ? " for this session" : ""}${approval.by ? ` by ${approval.by}` : ""}`;
+      return box;
+    }
+    const reason = div("approval-reason");
+    reason.textContent = approval.reason || "This call needs your approval.";
+    box.append(reason);
+    if (!data.can_act) return box;
+    const decide = (type, always) => () => {
+      sendFrame({ type: type, run: turn.run && turn.run.id, call_id: item.id, always: always });
+      box.querySelectorAll("button").forEach((b) => (b.disabled = true));
+    };
+    box.append(
+      button("Approve", "approve primary", decide("approve", false)),
+      button("Always allow", "approve-always", decide("approve", true)),
+      button("Deny", "deny danger", decide("deny", false)),
+    );
+    return box;
+  }
+
+  function div(className) {
+    const node = document.createElement("div");
+    node.className = className;
+    return node;
+  }
+
+  function span(className, text) {
+    const node = document.createElement("span");
+    node.className = className;
+    node.textContent = text;
+    return node;
+  }
+
+  function button(text, className, onClick) {
+    const node = document.createElement("button");
+    node.type = "button";
+    node.className = className;
+    node.textContent = text;
+    node.addEventListener("click", onClick);
+    return node;
+  }
+
+  function labelled(label, content) {
+    const wrap = div("tool-section");
+    wrap.append(span("tool-label", label), content);
+    return wrap;
+  }
+
+  function formatDuration(ms) {
+    return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+  }
+
+  function updateControls() {
+    const busy = [...turns.values()].some((t) => t.run && UNFINISHED.has(t.run.status));
+    el.stop.hidden = !busy || !data.can_act;
+  }
+
+  /* ------------------------------------------------------------------ socket */
+
+  let socket = null;
+  let attempts = 0;
+  let closedForGood = false;
+  const resyncTimers = new Map();
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    socket = new WebSocket(`${scheme}://${location.host}${data.socket}`);
+    socket.addEventListener("open", () => {
+      attempts = 0;
+      el.connection.hidden = true;
+      resume();
+    });
+    socket.addEventListener("message", (event) => {
+      let frame;
+      try {
+        frame = JSON.parse(event.data);
+      } catch (err) {
+        return;
+      }
+      apply(frame);
+    });
+    socket.addEventListener("close", (event) => {
+      socket = null;
+      if (event.code === 4401) {
+        location.href = "/chat/login/?next=" + encodeURIComponent(location.pathname);
+        return;
+      }
+      if (event.code === 4404) {
+        closedForGood = true;
+        addNote("This chat is not available to you.", "error");
+        return;
+      }
+      if (closedForGood) return;
+      el.connection.hidden = false;
+      const delay = Math.min(10000, 500 * 2 ** attempts++);
+      setTimeout(connect, delay);
+    });
+  }
+
+  function resume() {
+    // Everything after the last stored event of the newest run we know, plus a
+    // snapshot of every unfinished run (the server reads both from the database).
+    const runs = [...runTurn.keys()];
+    if (!runs.length) {
+      sendFrame({ type: "resume" });
+      return;
+    }
+    const newest = Math.min(...runs.filter((id) => {
+      const turn = turnOfRun(id);
+      return turn && turn.run && UNFINISHED.has(turn.run.status);
+    }).concat([Math.max(...runs)]));
+    sendFrame({ type: "resume", run: newest, after: seqs.get(newest) || 0 });
+  }
+
+  function requestResync(runId) {
+    if (runId === undefined || resyncTimers.has(runId)) return;
+    resyncTimers.set(runId, setTimeout(() => {
+      resyncTimers.delete(runId);
+      sendFrame({ type: "resume", run: runId, after: seqs.get(runId) || 0 });
+    }, RESYNC_AFTER_MS));
+  }
+
+  function clearResync(runId) {
+    const timer = resyncTimers.get(runId);
+    if (timer !== undefined) {
+      clearTimeout(timer);
+      resyncTimers.delete(runId);
+    }
+  }
+
+  function sendFrame(frame) {
+    if (socket && socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify(frame));
+      return true;
+    }
+    return false;
+  }
+
+  async function reloadTranscript() {
+    try {
+      const response = await fetch(`/chat/s/${session.id}/transcript.json`, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const fresh = await response.json();
+      for (const turn of turns.values()) if (turn.node) turn.node.remove();
+      turns.clear();
+      runTurn.clear();
+      for (const state of fresh.turns) turns.set(state.turn, turnFromState(state));
+      const last = newestTurn();
+      if (last) touch(last);
+      for (const turn of turns.values()) touch(turn);
+      updateControls();
+    } catch (err) {
+      addNote(`Could not reload the conversation (${err.message}).`, "error");
+    }
+  }
+
+  /* ---------------------------------------------------------------- composer */
+
+  function submit(event) {
+    if (event) event.preventDefault();
+    const text = el.input.value;
+    if (!text.trim()) return;
+    if (!sendFrame({ type: "message", text: text })) {
+      addNote("Not connected right now; your message is still in the box. Reconnecting…", "error");
+      return;
+    }
+    el.input.value = "";
+    autosize();
+    hideHints();
+  }
+
+  function autosize() {
+    el.input.style.height = "auto";
+    el.input.style.height = `${Math.min(el.input.scrollHeight, 240)}px`;
+  }
+
+  let hintIndex = 0;
+
+  function showHints() {
+    const text = el.input.value;
+    if (!text.startsWith("/") || text.includes(" ") || text.includes("\n")) return hideHints();
+    const prefix = text.slice(1).toLowerCase();
+    const matches = data.commands.filter((c) => c.name.startsWith(prefix));
+    if (!matches.length) return hideHints();
+    hintIndex = Math.min(hintIndex, matches.length - 1);
+    el.hints.replaceChildren(...matches.map((command, index) => {
+      const li = document.createElement("li");
+      li.setAttribute("role", "option");
+      li.dataset.command = command.name;
+      li.className = index === hintIndex ? "selected" : "";
+      li.append(span("hint-name", `/${command.name}`), span("hint-text", command.hint));
+      li.addEventListener("mousedown", (event) => {
+        event.preventDefault();
+        complete(command.name);
+      });
+      return li;
+    }));
+    el.hints.hidden = false;
+  }
+
+  function hideHints() {
+    el.hints.hidden = true;
+    hintIndex = 0;
+  }
+
+  function complete(name) {
+    el.input.value = `/${name} `;
+    hideHints();
+    el.input.focus();
+  }
+
+  el.composer.addEventListener("submit", submit);
+  el.input.addEventListener("input", () => {
+    autosize();
+    showHints();
+  });
+  el.input.addEventListener("keydown", (event) => {
+    if (!el.hints.hidden) {
+      const options = [...el.hints.children];
+      if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+        event.preventDefault();
+        hintIndex = (hintIndex + (event.key === "ArrowDown" ? 1 : -1) + options.length) % options.length;
+        showHints();
+        return;
+      }
+      if (event.key === "Tab") {
+        event.preventDefault();
+        complete(options[hintIndex].dataset.command);
+        return;
+      }
+      if (event.key === "Escape") return hideHints();
+    }
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
+  });
+  el.stop.addEventListener("click", () => sendFrame({ type: "stop" }));
+
+  /* ------------------------------------------------------------------- start */
+
+  for (const state of data.turns) turns.set(state.turn, turnFromState(state));
+  for (const turn of turns.values()) touch(turn);
+  updateControls();
+  connect();
+  window.addEventListener("beforeunload", () => {
+    closedForGood = true;
+    if (socket) socket.close();
+  });
+})();

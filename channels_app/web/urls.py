@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from channels_app.web import views
+from channels_app.web.security import chat_headers
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.chat_home, name="home"),
+    path("s/<uuid:session_id>/", views.chat_session, name="session"),
+    path("s/<uuid:session_id>/transcript.json", views.chat_transcript, name="transcript"),
+    path("new/", views.new_session, name="new"),
+    path("team/", views.switch_tenant, name="switch_tenant"),
+    path(
+        "login/",
+        chat_headers(
+            auth_views.LoginView.as_view(template_name="chat/login.html", redirect_authenticated_user=True)
+        ),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(next_page="chat:login"), name="logout"),
+]
