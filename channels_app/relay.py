@@ -12,8 +12,9 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+
+from claw_platform.db import db_async
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class ChannelLayerRelay:
     async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None:
         session_id = self._sessions.get(run_id)
         if session_id is None:
-            session_id = await sync_to_async(_session_of_run, thread_sensitive=False)(run_id)
+            session_id = await db_async(_session_of_run)(run_id)
             if session_id is None:
                 return
             self._sessions[run_id] = session_id

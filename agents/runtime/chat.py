@@ -12,8 +12,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from agents.actions.config import do_save_agent_file
 from agents.actions.conversation import (
     do_finish_turn,
@@ -35,6 +33,7 @@ from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
 from agents.runtime.store import DjangoRunStore, TurnBinding
 from agents.runtime.tools import registry_tools
+from claw_platform.db import db_async, is_database_outage
 from claw_platform.tenancy.context import tenant_context
 
 VERSION = "0.1.0"
@@ -76,8 +75,8 @@ async def handle_message(
     stream: bool = True,
 ) -> ChatReply:
     """Answer ``text`` in the session: a slash command at once, else a full turn."""
-    session = await sync_to_async(_load_session, thread_sensitive=False)(session_id)
-    agent = await sync_to_async(resolve_agent, thread_sensitive=False)(session.agent_id)
+    session = await db_async(_load_session)(session_id)
+    agent = await db_async(resolve_agent)(session.agent_id)
     command = parse_slash_command(text)
     if command is not None:
         return await _run_command(command, session, agent, tools_factory)
@@ -160,7 +159,7 @@ async def _run_turn(
 ) -> ChatReply:
     if not agent.enabled:
         return ChatReply(f"The agent {agent.name} is disabled.", "failed")
-    turn = await sync_to_async(_start_turn, thread_sensitive=False)(session, text)
+    turn = await db_async(_start_turn)(session, text)
     return await run_started_turn(
         session, agent, turn, text, events=events, cancel=cancel, tools_factory=tools_factory, stream=stream
     )
@@ -184,7 +183,7 @@ async def run_started_turn(
     turn, ``resume_turn`` (with ``approvals``) for one a worker crashed in or that
     waited for approval. The turn is closed with the outcome either way."""
     store = DjangoRunStore(_binding(session, turn))
-    model_cfg = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    model_cfg = await db_async(_session_model)(session, agent)
     tools = await tools_factory(agent, session)
     ctx = RunContext(
         tenant_id=str(session.tenant_id),
@@ -202,11 +201,11 @@ async def run_started_turn(
     cheap = model_spec(agent.cheap_model) if agent.cheap_model else None
 
     async def save_title(title: str, usage: list[UsageRecord]) -> None:
-        await sync_to_async(do_set_title, thread_sensitive=False)(session, title)
+        await db_async(do_set_title)(session, title)
         await store.record_usage(usage)
 
     async def remember(fact: str, run_ctx: RunContext) -> str:
-        await sync_to_async(_remember, thread_sensitive=False)(session, fact)
+        await db_async(_remember)(session, fact)
         return f"Noted. I'll remember: {fact}"
 
     try:
@@ -237,15 +236,13 @@ async def run_started_turn(
                 save_title=save_title if not session.title else None,
             )
     except BaseException as exc:
-        # The engine turns provider faults into a failed TurnResult; anything that
-        # still escapes (a bug, a lost database) must not leave the turn "running".
-        await sync_to_async(do_finish_turn, thread_sensitive=False)(
-            turn, status="failed", error=str(exc)[:500]
-        )
+        # The engine turns provider faults into a failed TurnResult; a bug that
+        # still escapes must not leave the turn "running". A lost database is not
+        # the turn's failure: the run resumes from its last step once it is back.
+        if not is_database_outage(exc):
+            await db_async(do_finish_turn)(turn, status="failed", error=str(exc)[:500])
         raise
-    await sync_to_async(do_finish_turn, thread_sensitive=False)(
-        turn, status=result.status, text=result.text, error=result.error or ""
-    )
+    await db_async(do_finish_turn)(turn, status=result.status, text=result.text, error=result.error or "")
     return ChatReply(result.text, result.status, turn=result, turn_id=turn.pk, notices=list(result.notices))
 
 
@@ -308,30 +305,30 @@ async def _version(*_: Any) -> str:
 
 
 async def _new(command: SlashCommand, session: Session, *_: Any) -> str:
-    thread = await sync_to_async(do_new_thread, thread_sensitive=False)(session)
+    thread = await db_async(do_new_thread)(session)
     return f"Started a new conversation thread ({str(thread.pk)[:8]})."
 
 
 async def _switch(command: SlashCommand, session: Session, *_: Any) -> str:
-    thread = await sync_to_async(do_switch_thread, thread_sensitive=False)(session, command.args)
+    thread = await db_async(do_switch_thread)(session, command.args)
     return (
         f"Switched to thread {command.args[:8]}." if thread else f"No thread {command.args} in this session."
     )
 
 
 async def _undo(command: SlashCommand, session: Session, *_: Any) -> str:
-    number = await sync_to_async(do_undo, thread_sensitive=False)(session)
+    number = await db_async(do_undo)(session)
     return "Undid the last turn." if number else "Nothing to undo."
 
 
 async def _redo(command: SlashCommand, session: Session, *_: Any) -> str:
-    number = await sync_to_async(do_redo, thread_sensitive=False)(session)
+    number = await db_async(do_redo)(session)
     return "Redid the turn." if number else "Nothing to redo."
 
 
 async def _models(command: SlashCommand, session: Session, agent: ResolvedAgent, *_: Any) -> str:
-    models = await sync_to_async(tenant_models, thread_sensitive=False)(session.tenant_id)
-    current = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    models = await db_async(tenant_models)(session.tenant_id)
+    current = await db_async(_session_model)(session, agent)
     lines = [
         f"{'*' if m.profile_id == current.profile_id else ' '} {m.provider_name}:{m.model}"
         + (f" ({m.label})" if m.label else "")
@@ -341,20 +338,20 @@ async def _models(command: SlashCommand, session: Session, agent: ResolvedAgent,
 
 
 async def _model(command: SlashCommand, session: Session, agent: ResolvedAgent, *_: Any) -> str:
-    current = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    current = await db_async(_session_model)(session, agent)
     if not command.args:
         return (
             f"Model: {current.provider_name}:{current.model}. Switch with /model <name>; list with /models."
         )
     wanted = command.args.strip()
     if wanted.lower() in {"default", "reset"}:
-        await sync_to_async(_set_override, thread_sensitive=False)(session, None)
+        await db_async(_set_override)(session, None)
         return f"Back to the agent's model {agent.model.provider_name}:{agent.model.model}."
-    models = await sync_to_async(tenant_models, thread_sensitive=False)(session.tenant_id)
+    models = await db_async(tenant_models)(session.tenant_id)
     match = next((m for m in models if wanted in {m.model, f"{m.provider_name}:{m.model}", m.label}), None)
     if match is None:
         return f"No model {wanted!r}. Available: " + ", ".join(f"{m.provider_name}:{m.model}" for m in models)
-    await sync_to_async(_set_override, thread_sensitive=False)(session, match.profile_id)
+    await db_async(_set_override)(session, match.profile_id)
     return f"Switched this session to {match.provider_name}:{match.model}."
 
 
@@ -369,8 +366,8 @@ async def _status(command: SlashCommand, session: Session, agent: ResolvedAgent,
         messages = Message._base_manager.filter(thread=fresh.active_thread, state="active").count()
         return fresh, messages
 
-    fresh, messages = await sync_to_async(read, thread_sensitive=False)()
-    model = await sync_to_async(_session_model, thread_sensitive=False)(fresh, agent)
+    fresh, messages = await db_async(read)()
+    model = await db_async(_session_model)(fresh, agent)
     return (
         f"Agent: {agent.name} ({agent.slug})\nModel: {model.provider_name}:{model.model}\n"
         f"Session: {fresh.pk}\nThread: {fresh.active_thread_id}\nMessages in context: {messages}\n"
@@ -389,9 +386,9 @@ async def _tools(
 async def _compact(
     command: SlashCommand, session: Session, agent: ResolvedAgent, tools_factory: ToolsFactory
 ) -> str:
-    turn = await sync_to_async(_start_turn, thread_sensitive=False)(session, command.raw)
+    turn = await db_async(_start_turn)(session, command.raw)
     store = DjangoRunStore(_binding(session, turn))
-    model_cfg = await sync_to_async(_session_model, thread_sensitive=False)(session, agent)
+    model_cfg = await db_async(_session_model)(session, agent)
     tools = await tools_factory(agent, session)
     ctx = RunContext(
         tenant_id=str(session.tenant_id),
@@ -415,7 +412,7 @@ async def _compact(
         text = "Nothing to compact yet."
     else:
         text = f"Compacted {len(result.removed)} messages into a summary ({result.strategy})."
-    await sync_to_async(do_finish_turn, thread_sensitive=False)(turn, status="completed", text=text)
+    await db_async(do_finish_turn)(turn, status="completed", text=text)
     return text
 
 

@@ -14,17 +14,18 @@ import logging
 from functools import partial
 from typing import Any, Protocol
 
-from asgiref.sync import sync_to_async
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from psycopg.types.json import Jsonb
 
 from agents.models import Run, RunEvent
 from claw_platform.background_loop import submit
+from claw_platform.db import db_async
 
 logger = logging.getLogger("claw.runs.events")
 
 EPHEMERAL_EVENTS = frozenset({"chunk", "thinking"})
+TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
 
 class RunEventRelay(Protocol):
@@ -79,7 +80,7 @@ class RunEventSink:
     async def emit(self, event_type: str, payload: dict[str, Any]) -> None:
         if event_type not in EPHEMERAL_EVENTS:
             self.seq += 1
-            await sync_to_async(self._store, thread_sensitive=False)(self.seq, event_type, payload)
+            await db_async(self._store)(self.seq, event_type, payload)
         try:
             await self.relay.relay(self.run_id, self.seq, event_type, {**payload, "run_id": self.run_id})
         except Exception:

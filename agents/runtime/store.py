@@ -8,11 +8,11 @@ counter under its row lock, so concurrent writers never interleave a history (S7
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from psycopg.types.json import Jsonb
@@ -21,6 +21,9 @@ from agents.engine.interfaces import CompactionRecord, ConversationState, Pendin
 from agents.engine.types import Message as EngineMessage
 from agents.engine.types import ToolCallPart, ToolResultPart, part_from_dict, part_to_dict
 from agents.models import Message, MessageState, Session, Thread, ToolCallMark, Turn, UsageRecord
+from claw_platform.db import db_async
+
+logger = logging.getLogger("claw.runs.store")
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class DjangoRunStore:
     # -- reading ---------------------------------------------------------------
 
     async def load_conversation(self, *, max_messages: int) -> ConversationState:
-        return await sync_to_async(self._load, thread_sensitive=False)(max_messages)
+        return await db_async(self._load)(max_messages)
 
     def _load(self, max_messages: int) -> ConversationState:
         b = self.binding
@@ -142,7 +145,7 @@ class DjangoRunStore:
     # -- writing ---------------------------------------------------------------
 
     async def persist_step(self, step: StepRecord) -> None:
-        await sync_to_async(self._persist_step, thread_sensitive=False)(step)
+        await db_async(self._persist_step)(step)
 
     def _persist_step(self, step: StepRecord) -> None:
         """One statement, so one round trip and atomic on its own (S7): the thread's
@@ -207,10 +210,15 @@ class DjangoRunStore:
     async def record_usage(self, records: list[Any]) -> None:
         """Usage of calls outside a step (titles); same accounting."""
         if records:
-            await sync_to_async(transaction.atomic(self._record_usage), thread_sensitive=False)(records)
+            await db_async(transaction.atomic(self._record_usage))(records)
 
     async def checkpoint_partial(self, text: str) -> None:
-        await sync_to_async(self._checkpoint_partial, thread_sensitive=False)(text)
+        # Best effort: the reply keeps streaming through a database blip; a missed
+        # checkpoint only makes a reconnecting client's snapshot a little older.
+        try:
+            await db_async(self._checkpoint_partial)(text)
+        except DatabaseError:
+            logger.warning("partial-text checkpoint of turn %s failed", self.binding.turn_id, exc_info=True)
 
     def _checkpoint_partial(self, text: str) -> None:
         Turn._base_manager.filter(pk=self.binding.turn_id).update(partial_text=text)
@@ -220,7 +228,7 @@ class DjangoRunStore:
         # Only calls with side effects need a durable mark: after a crash a read-only
         # call is simply run again, a side-effecting one is reported as interrupted.
         if side_effects:
-            await sync_to_async(self._mark_started, thread_sensitive=False)(call, side_effects)
+            await db_async(self._mark_started)(call, side_effects)
 
     def _mark_started(self, call: ToolCallPart, side_effects: bool) -> None:
         ToolCallMark._base_manager.get_or_create(
@@ -236,7 +244,7 @@ class DjangoRunStore:
 
     async def mark_tool_finished(self, result: ToolResultPart) -> None:
         if result.tool_call_id in self._marked:
-            await sync_to_async(self._mark_finished, thread_sensitive=False)(result)
+            await db_async(self._mark_finished)(result)
 
     def _mark_finished(self, result: ToolResultPart) -> None:
         ToolCallMark._base_manager.filter(turn_id=self.binding.turn_id, call_id=result.tool_call_id).update(
@@ -244,7 +252,7 @@ class DjangoRunStore:
         )
 
     async def save_compaction(self, record: CompactionRecord) -> None:
-        await sync_to_async(self._save_compaction, thread_sensitive=False)(record)
+        await db_async(self._save_compaction)(record)
 
     @transaction.atomic
     def _save_compaction(self, record: CompactionRecord) -> None:
@@ -271,7 +279,7 @@ class DjangoChildSessions:
         self.parent = parent
 
     async def open_child(self, *, parent: Any, call_id: str, title: str) -> DjangoRunStore:
-        return await sync_to_async(self._open, thread_sensitive=False)(title, call_id)
+        return await db_async(self._open)(title, call_id)
 
     def _open(self, title: str, call_id: str) -> DjangoRunStore:
         from agents.actions.conversation import do_create_session, do_start_turn

@@ -3,11 +3,10 @@ the role of the user the run acts for (X2)."""
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
-
 from agents.engine.interfaces import ToolExecutor
 from agents.models import Session
 from agents.runtime.resolution import ResolvedAgent
+from claw_platform.db import db_async
 from claw_platform.tenancy.models import Membership, Role
 from tools_app.registry import RegistryToolExecutor, builtin_registry
 
@@ -27,6 +26,6 @@ def session_role(session: Session) -> str:
 
 
 async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor:
-    role = await sync_to_async(session_role, thread_sensitive=False)(session)
+    role = await db_async(session_role)(session)
     allowed = None if agent.model.supports_tools else frozenset[str]()
     return RegistryToolExecutor([builtin_registry], allowed=allowed, role=role)

@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
@@ -44,14 +43,17 @@ from agents.models import (
     ApprovalStatus,
     Message,
     Run,
+    RunEvent,
     RunStatus,
     Session,
     Turn,
+    TurnState,
 )
 from agents.runtime.chat import ToolsFactory, run_started_turn
-from agents.runtime.events import RunEventSink
+from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, resolve_agent
+from claw_platform.db import db_async, is_database_outage
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger("claw.runs.worker")
@@ -171,16 +173,27 @@ class RunSupervisor:
         return asyncio.run_coroutine_threadsafe(self._drive(claim, token), self.loop)
 
     async def _drive(self, claim: Claim, token: CancelToken) -> str:
+        started = time.monotonic()
+        outcome = "crashed"
         try:
             with tenant_context(claim.tenant_id):
-                return await _execute(claim, token, self.owner)
+                outcome = await _execute(claim, token, self.owner)
+                return outcome
         except Exception:
             logger.exception("run %s crashed", claim.run_id)
-            return "crashed"
+            return outcome
         finally:
+            logger.info(
+                "run %s (attempt %s%s) ended %s after %.2f s",
+                claim.run_id,
+                claim.attempt,
+                ", resumed" if claim.resume else "",
+                outcome,
+                time.monotonic() - started,
+            )
             self.tokens.pop(claim.run_id, None)
             try:
-                await sync_to_async(enqueue_next_runs, thread_sensitive=False)(claim.session_id)
+                await db_async(enqueue_next_runs)(claim.session_id)
             except Exception:
                 logger.exception("could not enqueue the runs waiting after run %s", claim.run_id)
 
@@ -193,13 +206,13 @@ class RunSupervisor:
             if not ids:
                 continue
             try:
-                for run_id in await sync_to_async(_cancel_requested, thread_sensitive=False)(ids):
+                for run_id in await db_async(_cancel_requested)(ids):
                     token = self.tokens.get(run_id)
                     if token is not None:
                         token.cancel("cancelled")
                 if time.monotonic() - renewed >= renew_every:
                     renewed = time.monotonic()
-                    kept = await sync_to_async(_renew_leases, thread_sensitive=False)(ids, self.owner)
+                    kept = await db_async(_renew_leases)(ids, self.owner)
                     for run_id in set(ids) - kept:
                         token = self.tokens.get(run_id)
                         if token is not None:
@@ -274,15 +287,17 @@ def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
 
 
 async def _execute(claim: Claim, token: CancelToken, owner: str) -> str:
-    session, turn, approvals = await sync_to_async(_load, thread_sensitive=False)(claim)
-    agent: ResolvedAgent = await sync_to_async(resolve_agent, thread_sensitive=False)(session.agent_id)
+    session, turn, approvals = await db_async(_load)(claim)
+    agent: ResolvedAgent = await db_async(resolve_agent)(session.agent_id)
     sink = RunEventSink(claim.run_id, claim.tenant_id, last_seq=claim.event_seq)
+    if turn.state in (TurnState.COMPLETE, TurnState.FAILED):
+        # The previous attempt finished the turn and died before closing the run:
+        # close it now; running the loop again would answer the user twice.
+        return await _close_finished_turn(claim, owner, turn, sink)
     if not agent.enabled:
         error = f"The agent {agent.name} is disabled."
         await sink.emit("run.failed", {"status": "failed", "error": error})
-        await sync_to_async(_finish_run, thread_sensitive=False)(
-            claim, owner, RunStatus.FAILED, error, [], None
-        )
+        await db_async(_finish_run)(claim, owner, RunStatus.FAILED, error, [], None)
         return RunStatus.FAILED
     base_factory = tools_factory()
     used: list[ToolExecutor] = []
@@ -306,23 +321,76 @@ async def _execute(claim: Claim, token: CancelToken, owner: str) -> str:
             approvals=approvals or None,
         )
     except Exception as exc:
+        if is_database_outage(exc):
+            # Not the run's fault: it resumes from its last persisted step as soon
+            # as the database answers again (here or on another worker).
+            logger.warning("run %s lost the database (%s); handing it back", claim.run_id, exc)
+            await _hand_back(claim, owner)
+            return "handed back"
         logger.exception("run %s failed", claim.run_id)
         error = str(exc)[:500] or type(exc).__name__
         if token.reason != "lease_lost":
             await sink.emit("run.failed", {"status": "failed", "error": error})
-            await sync_to_async(_finish_run, thread_sensitive=False)(
-                claim, owner, RunStatus.FAILED, error, [], None
-            )
+            await db_async(_finish_run)(claim, owner, RunStatus.FAILED, error, [], None)
         return RunStatus.FAILED
     if token.reason == "lease_lost":
         return "lease_lost"
     status = {"timed_out": RunStatus.FAILED}.get(reply.status, reply.status)
     error = (reply.turn.error if reply.turn else "") or ("timed out" if reply.status == "timed_out" else "")
     pending = list(reply.turn.pending_calls) if reply.turn else []
-    await sync_to_async(_finish_run, thread_sensitive=False)(
-        claim, owner, status, error or "", pending, used[0] if used else None
-    )
+    if status == RunStatus.FAILED:
+        logger.warning("run %s failed: %s", claim.run_id, error)
+    await db_async(_finish_run)(claim, owner, status, error or "", pending, used[0] if used else None)
     return str(status)
+
+
+async def _close_finished_turn(claim: Claim, owner: str, turn: Turn, sink: RunEventSink) -> str:
+    cancelled = await db_async(
+        lambda: Run._base_manager.filter(pk=claim.run_id, cancel_requested=True).exists()
+    )()
+    if turn.state == TurnState.COMPLETE:
+        status = RunStatus.COMPLETED
+    else:
+        status = RunStatus.CANCELLED if cancelled else RunStatus.FAILED
+    last = await db_async(
+        lambda: (
+            RunEvent._base_manager.filter(run_id=claim.run_id)
+            .order_by("-seq")
+            .values_list("type", flat=True)
+            .first()
+        )
+    )()
+    if last not in TERMINAL_EVENTS:
+        event = {"completed": "run.completed", "cancelled": "run.cancelled"}.get(status, "run.failed")
+        await sink.emit(event, {"status": status, "text": turn.response_text, "error": turn.error})
+    await db_async(_finish_run)(claim, owner, status, turn.error, [], None)
+    return str(status)
+
+
+async def _hand_back(claim: Claim, owner: str, *, patience: float = 30.0) -> None:
+    """Expire our lease and enqueue the run again, retrying while the database is
+    away; if it stays away longer, the lease expires on its own and the sweeper of
+    whichever worker sees the database first sends the run back."""
+    deadline = time.monotonic() + patience
+    delay = 0.2
+    while True:
+        try:
+            await db_async(_release_lease)(claim.run_id, owner)
+            return
+        except Exception as exc:
+            if time.monotonic() + delay > deadline:
+                logger.warning("could not hand back run %s (%s); its lease will expire", claim.run_id, exc)
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _release_lease(run_id: int, owner: str) -> None:
+    released = Run._base_manager.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    if released:
+        enqueue_run(run_id)
 
 
 @transaction.atomic

@@ -314,3 +314,49 @@ def test_the_sweeper_sends_back_expired_runs_and_ends_dead_cancelled_ones(live_a
     assert OrmQ.objects.count() == 1  # the expired run goes back to the queue
     assert fresh(doomed).status == RunStatus.CANCELLED
     assert fresh(expired).status == RunStatus.RUNNING  # claimable again by any worker
+
+
+def test_a_lost_database_hands_the_run_back_and_it_resumes_to_the_end(live_agent, fake_llm, monkeypatch):
+    from django.db import OperationalError
+
+    from agents.runtime import store as store_module
+
+    session = new_session(live_agent)
+    run = send(session, "hello", live_agent.member)
+    real = store_module.DjangoRunStore._persist_step
+    failures = {"left": 1}
+
+    def flaky(self, step):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(self, step)
+
+    monkeypatch.setattr(store_module.DjangoRunStore, "_persist_step", flaky)
+    fake_llm.script(FakeTurn(text="First try, never stored."), FakeTurn(text="Hello after the outage."))
+    assert execute_run(run.pk, wait=True) == "handed back"
+    handed = fresh(run)
+    # Still the run's to finish: not failed, its lease released, back in the queue.
+    assert handed.status == RunStatus.RUNNING
+    assert handed.lease_expires_at < timezone.now()
+    assert Turn.objects.unscoped().get(pk=run.turn_id).state == "running"
+    assert not [e for e in events_after(handed) if e.type == "run.failed"]
+
+    assert execute_run(run.pk, wait=True) == "completed"
+    done = fresh(run)
+    assert (done.status, done.attempt) == (RunStatus.COMPLETED, 2)
+    assert Turn.objects.unscoped().get(pk=run.turn_id).response_text == "Hello after the outage."
+
+
+def test_a_run_whose_turn_already_finished_is_closed_without_asking_the_model_again(live_agent, fake_llm):
+    session = new_session(live_agent)
+    fake_llm.script(FakeTurn(text="Answered once."))
+    run = send(session, "hello", live_agent.member)
+    assert execute_run(run.pk, wait=True) == "completed"
+    # As if the worker died after finishing the turn and before closing the run.
+    Run.objects.unscoped().filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, lease_owner="dead", lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert execute_run(run.pk, wait=True) == "completed"  # no scripted turn left: no LLM call
+    assert fresh(run).status == RunStatus.COMPLETED
+    assert [e.type for e in events_after(run)].count("run.completed") == 1

@@ -46,7 +46,7 @@ def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
         args,
         cwd=ROOT,
         env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
-        stdout=log.open("wb"),
+        stdout=log.open("ab"),
         stderr=subprocess.STDOUT,
         start_new_session=True,  # a group of its own: stopping it stops its children
     )
@@ -131,9 +131,13 @@ def stack(
     finally:
         stop(live.web)
         stop(live.worker)
-        # A worker that had to be killed leaves its heartbeat row behind.
+        # A worker that had to be killed leaves its heartbeat row behind (and a
+        # database restart drill may have left this thread a dead connection).
+        from django.db import connections
+
         from claw_platform.ops.models import WorkerHeartbeat
 
+        connections.close_all()
         with django_db_blocker.unblock():
             WorkerHeartbeat.objects.all().delete()
 

@@ -36,7 +36,7 @@ def chat_session(tenant: Any, title: str = "set") -> Session:
 def open_session(browser: Any, stack: Stack, tenant: Any, session: Session) -> Any:
     page = signed_in_page(browser, stack, tenant.member)
     page.goto(f"{stack.url}/chat/s/{session.pk}/")
-    page.wait_for_selector("#connection[hidden]", state="attached")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
     return page
 
 
@@ -81,7 +81,7 @@ def test_a_member_signs_in_picks_an_agent_and_watches_the_reply_stream_in(
     page.select_option("#agent-select", str(live_agent.agent.pk))
     page.click("#new-chat")
     page.wait_for_url(re.compile(r".*/chat/s/[0-9a-f-]+/$"))
-    page.wait_for_selector("#connection[hidden]", state="attached")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
 
     send(page, "Why are there tides?")
     page.wait_for_selector(".user-msg >> text=Why are there tides?")
@@ -182,7 +182,7 @@ def test_a_reload_mid_stream_shows_the_whole_message_without_a_second_llm_call(
         "() => { const t = document.querySelector('.assistant-text.live'); return t && t.innerText.length > 60 }"
     )
     page.reload()
-    page.wait_for_selector("#connection[hidden]", state="attached")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
     # Mid-stream after the reload: what is shown is the reply so far, and it grows.
     live = page.wait_for_selector(".assistant-text.live")
     shown = live.inner_text()

@@ -140,9 +140,15 @@
     return last && last.kind === kind && last.live ? last : null;
   }
 
-  /* A batch of streamed text at ``offset`` of the current stream. */
-  function addStreamed(turn, kind, text, offset, runId) {
+  /* A batch of streamed text at ``offset`` of the LLM call ``stream``. */
+  function addStreamed(turn, kind, text, offset, stream, runId) {
     let item = lastLive(turn, kind);
+    if (item && item.stream && stream && item.stream !== stream) {
+      // Another call while this one is still live: the earlier call died (its
+      // worker crashed) and the retry starts over. Anything else, a snapshot settles.
+      if (offset !== 0) return requestResync(runId, 0);
+      item.text = "";
+    }
     if (!item && offset === 0) {
       if (kind === "text") endLiveText(turn);
       item = { kind: kind, text: "", live: true };
@@ -152,6 +158,7 @@
       requestResync(runId); // we joined mid-stream without the text so far
       return;
     }
+    if (stream) item.stream = stream;
     const have = item.text.length;
     if (offset > have) {
       requestResync(runId); // a batch passed us by: a newer snapshot fills it
@@ -241,13 +248,16 @@
     switch (type) {
       case "run.started":
         if (UNFINISHED.has(run.status)) run.status = "running";
+        // A resumed run (after an approval or a crashed worker): redraw it from the
+        // database rather than guess what the dead attempt left on screen.
+        if (payload.resumed) requestResync(runId, 0);
         break;
       case "chunk":
         if (run.status === "queued") run.status = "running";
-        addStreamed(turn, "text", payload.text || "", payload.offset || 0, runId);
+        addStreamed(turn, "text", payload.text || "", payload.offset || 0, payload.stream, runId);
         break;
       case "thinking":
-        if (session.show_thinking) addStreamed(turn, "thinking", payload.text || "", payload.offset || 0, runId);
+        if (session.show_thinking) addStreamed(turn, "thinking", payload.text || "", payload.offset || 0, payload.stream, runId);
         break;
       case "tool.call":
         upsertTool(turn, payload.id, payload.name, payload.arguments);
@@ -525,6 +535,7 @@
 
   let socket = null;
   let attempts = 0;
+  const outbox = []; // messages typed before the socket opened (sent on open)
   let closedForGood = false;
   const resyncTimers = new Map();
 
@@ -534,7 +545,9 @@
     socket.addEventListener("open", () => {
       attempts = 0;
       el.connection.hidden = true;
+      document.body.dataset.socket = "open";
       resume();
+      for (const frame of outbox.splice(0)) sendFrame(frame);
     });
     socket.addEventListener("message", (event) => {
       let frame;
@@ -547,6 +560,7 @@
     });
     socket.addEventListener("close", (event) => {
       socket = null;
+      document.body.dataset.socket = "closed";
       if (event.code === 4401) {
         location.href = "/chat/login/?next=" + encodeURIComponent(location.pathname);
         return;
@@ -578,12 +592,14 @@
     sendFrame({ type: "resume", run: newest, after: seqs.get(newest) || 0 });
   }
 
-  function requestResync(runId) {
+  /* Ask for a snapshot of the run (and the events we missed), after ``delay`` ms:
+   * by default long enough for the worker's next partial-text checkpoint. */
+  function requestResync(runId, delay) {
     if (runId === undefined || resyncTimers.has(runId)) return;
     resyncTimers.set(runId, setTimeout(() => {
       resyncTimers.delete(runId);
       sendFrame({ type: "resume", run: runId, after: seqs.get(runId) || 0 });
-    }, RESYNC_AFTER_MS));
+    }, delay === undefined ? RESYNC_AFTER_MS : delay));
   }
 
   function clearResync(runId) {
@@ -627,8 +643,10 @@
     const text = el.input.value;
     if (!text.trim()) return;
     if (!sendFrame({ type: "message", text: text })) {
-      addNote("Not connected right now; your message is still in the box. Reconnecting…", "error");
-      return;
+      if (closedForGood) return;
+      outbox.push({ type: "message", text: text });
+      el.connection.hidden = false;
+      addNote("Not connected yet: your message goes out as soon as the connection is back.", "command");
     }
     el.input.value = "";
     autosize();

@@ -1,0 +1,377 @@
+#!/usr/bin/env python
+"""Live streaming under load: the runs issue's figures, against the real processes.
+
+    .venv/bin/python bench/stream/run.py [--streams 200] [--idle 1000] [--layer postgres|redis]
+                                         [--broker orm|redis] [--tokens 200] [--interval 0.025]
+
+Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
+``claw_worker``, and a token server whose tokens carry the time they were written
+(``token_server.py``). Then, from one client process:
+
+1. opens ``--idle`` WebSockets that just stay open, and ``--streams`` more, one per
+   session, each of which sends a message at the same moment;
+2. every token that reaches a client is timed from the moment the LLM server wrote
+   it: the **token relay latency** (target p50 < 5 ms, p99 < 50 ms at 200 streams);
+3. **queue wait**: from the run's creation to a worker starting it, read from the
+   database (target p50 < 20 ms, p95 < 250 ms with 200 concurrent runs);
+4. **sockets held** by the one Daphne process (target >= 1,000 idle + 200 streaming):
+   how many opened, how many were still open at the end, Daphne's RSS;
+5. **memory per active run**: the worker's RSS while the runs stream, minus idle,
+   divided by the number of runs; and PostgreSQL's load (commits/s, CPU) meanwhile.
+
+``--layer redis`` / ``--broker redis`` use the machine's Redis at 127.0.0.1:6379
+(channels_redis and django-q2's Redis broker) for comparison.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+MB = 1024 * 1024
+TOKEN = re.compile(r"<(\d{16})>")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+# ------------------------------------------------------------------- set-up
+
+
+def setup_django(tmp: Path) -> Any:
+    os.environ.setdefault("CLAW_VAR_DIR", str(tmp / "var"))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "claw_platform.settings")
+    db = None
+    if not os.environ.get("DATABASE_URL"):
+        from claw_platform.embedded_db import start_embedded_database
+
+        db = start_embedded_database(tmp / "pgdata", database="claw_bench_stream")
+        os.environ["DATABASE_URL"] = db.url
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+    return db
+
+
+def make_fixtures(token_url: str, sessions: int) -> tuple[str, list[str]]:
+    """A tenant, its owner (signed in: the session cookie is returned) and an agent
+    whose provider is the token server; ``sessions`` chat sessions."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+    from django.contrib.sessions.backends.db import SessionStore
+
+    from agents.actions.config import do_create_agent, do_create_model_profile, do_create_provider
+    from agents.actions.conversation import do_create_session
+    from claw_platform.tenancy.actions import do_add_member, do_create_tenant
+    from claw_platform.tenancy.models import Role
+
+    suffix = str(int(time.time()))
+    tenant = do_create_tenant("Bench", slug=f"bench-{suffix}")
+    user = get_user_model().objects.create_user(username=f"bench-{suffix}", password="unused-password-1")
+    do_add_member(tenant, user, Role.OWNER)
+    provider = do_create_provider(
+        tenant, name="tokens", kind="openai_compatible", base_url=f"{token_url}/v1", api_key="k"
+    )
+    model = do_create_model_profile(provider, model="bench", context_window=128_000, max_output_tokens=1024)
+    agent = do_create_agent(tenant, slug="streamer", name="Streamer", model=model)
+    ids = [str(do_create_session(agent, user=user, title=f"s{i}").pk) for i in range(sessions)]
+    store = SessionStore()
+    store[SESSION_KEY] = str(user.pk)
+    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.create()
+    return str(store.session_key), ids
+
+
+def start(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def tree_rss(pid: int) -> int:
+    try:
+        root = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+    except psutil.NoSuchProcess:
+        return 0
+
+
+def postgres_cpu_seconds() -> float:
+    total = 0.0
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if proc.info["name"] in ("postgres", "postmaster") or "postgres:" in " ".join(proc.info["cmdline"] or []):
+                times = proc.cpu_times()
+                total += times.user + times.system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def commits() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        return int(cursor.fetchone()[0])
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        time.sleep(0.2)
+    raise SystemExit(f"{url} did not answer within {timeout:.0f} s")
+
+
+# ------------------------------------------------------------------- client
+
+
+@dataclass
+class StreamResult:
+    latencies_ms: list[float] = field(default_factory=list)
+    completed: bool = False
+    failed: str = ""
+    frames: int = 0
+
+
+async def client(
+    url: str, cookie: str, stream_ids: list[str], idle_ids: list[str], idle: int, worker_pid: int, timeout: float
+) -> dict[str, Any]:
+    import aiohttp
+
+    headers = {"Origin": url, "Cookie": f"sessionid={cookie}"}
+    ws_url = url.replace("http://", "ws://")
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+        idle_sockets: list[Any] = []
+        idle_failures = 0
+        for start_at in range(0, idle, 100):
+            batch = await asyncio.gather(
+                *(
+                    http.ws_connect(f"{ws_url}/ws/sessions/{idle_ids[i % len(idle_ids)]}/", heartbeat=None)
+                    for i in range(start_at, min(idle, start_at + 100))
+                ),
+                return_exceptions=True,
+            )
+            for item in batch:
+                if isinstance(item, BaseException):
+                    idle_failures += 1
+                else:
+                    idle_sockets.append(item)
+        stream_sockets = await asyncio.gather(
+            *(http.ws_connect(f"{ws_url}/ws/sessions/{sid}/", heartbeat=None) for sid in stream_ids)
+        )
+        worker_idle_rss = tree_rss(worker_pid)
+        results = [StreamResult() for _ in stream_sockets]
+        peak_worker_rss = 0
+
+        async def watch_worker() -> None:
+            nonlocal peak_worker_rss
+            while True:
+                peak_worker_rss = max(peak_worker_rss, tree_rss(worker_pid))
+                await asyncio.sleep(0.5)
+
+        async def consume(ws: Any, result: StreamResult) -> None:
+            async for message in ws:
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    break
+                now_us = time.time_ns() // 1000
+                frame = json.loads(message.data)
+                result.frames += 1
+                kind = frame.get("type")
+                if kind == "chunk":
+                    for stamp in TOKEN.findall(frame["payload"].get("text", "")):
+                        result.latencies_ms.append((now_us - int(stamp)) / 1000)
+                elif kind == "run.completed":
+                    result.completed = True
+                    return
+                elif kind in ("run.failed", "error"):
+                    result.failed = json.dumps(frame["payload"])[:200]
+                    return
+
+        watcher = asyncio.ensure_future(watch_worker())
+        cpu_before, commits_before, started = postgres_cpu_seconds(), commits(), time.monotonic()
+        await asyncio.gather(*(ws.send_str(json.dumps({"type": "message", "text": "go"})) for ws in stream_sockets))
+        try:
+            await asyncio.wait_for(
+                asyncio.gather(*(consume(ws, r) for ws, r in zip(stream_sockets, results, strict=True))), timeout
+            )
+        except TimeoutError:
+            pass
+        elapsed = time.monotonic() - started
+        cpu_after, commits_after = postgres_cpu_seconds(), commits()
+        watcher.cancel()
+        still_open = sum(1 for ws in idle_sockets if not ws.closed)
+        for ws in [*idle_sockets, *stream_sockets]:
+            await ws.close()
+    return {
+        "results": results,
+        "idle_opened": len(idle_sockets),
+        "idle_failed": idle_failures,
+        "idle_still_open": still_open,
+        "elapsed": elapsed,
+        "pg_cpu": cpu_after - cpu_before,
+        "pg_commits": commits_after - commits_before,
+        "worker_idle_rss": worker_idle_rss,
+        "worker_peak_rss": peak_worker_rss,
+    }
+
+
+def queue_waits(session_ids: list[str]) -> list[float]:
+    from agents.models import Run
+
+    rows = Run.objects.unscoped().filter(session_id__in=session_ids).values_list("created_at", "started_at")
+    return [(s - c).total_seconds() * 1000 for c, s in rows if s is not None]
+
+
+# --------------------------------------------------------------------- main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--idle", type=int, default=1000)
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=0.025)
+    parser.add_argument("--layer", choices=["postgres", "redis"], default="postgres")
+    parser.add_argument("--broker", choices=["orm", "redis"], default="orm")
+    parser.add_argument("--q-workers", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=180)
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="claw-bench-stream-"))
+    db = setup_django(tmp)
+    token_port, web_port = free_port(), free_port()
+    token_url, url = f"http://127.0.0.1:{token_port}", f"http://127.0.0.1:{web_port}"
+    cookie, sessions = make_fixtures(token_url, args.streams + 50)
+    stream_ids, idle_ids = sessions[: args.streams], sessions[args.streams :]
+
+    env = {
+        "DATABASE_URL": os.environ["DATABASE_URL"],
+        "CLAW_VAR_DIR": os.environ["CLAW_VAR_DIR"],
+        "CHANNEL_LAYER_URL": "postgres" if args.layer == "postgres" else "redis://127.0.0.1:6379/14",
+        "CLAW_Q_BROKER_URL": "orm" if args.broker == "orm" else "redis://127.0.0.1:6379/15",
+        "CLAW_Q_WORKERS": str(args.q_workers),
+        "CLAW_RUNS_PER_TENANT": str(args.streams * 2),
+        "CLAW_RUNS_GLOBAL": str(args.streams * 2),
+        "CLAW_RUNS_PER_WORKER": str(args.streams * 2),
+        "LOG_LEVEL": "WARNING",
+    }
+    if args.layer == "redis" or args.broker == "redis":
+        import redis
+
+        for number in (14, 15):
+            redis.Redis(host="127.0.0.1", port=6379, db=number).flushdb()
+    logs = tmp / "logs"
+    logs.mkdir()
+    processes = [
+        start(
+            [sys.executable, str(Path(__file__).with_name("token_server.py")), "--port", str(token_port),
+             "--tokens", str(args.tokens), "--interval", str(args.interval)],
+            env,
+            logs / "tokens.log",
+        ),
+        start(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port), "claw_platform.asgi:application"],
+            env,
+            logs / "web.log",
+        ),
+        start([sys.executable, "manage.py", "claw_worker"], env, logs / "worker.log"),
+    ]
+    tokens_proc, web, worker = processes
+    try:
+        wait_http(f"{token_url}/v1/models")
+        wait_http(f"{url}/healthz")
+        time.sleep(2)  # the worker cluster forks its processes
+        web_idle_rss = tree_rss(web.pid)
+        out = asyncio.run(client(url, cookie, stream_ids, idle_ids, args.idle, worker.pid, args.timeout))
+        web_rss = tree_rss(web.pid)
+        waits = queue_waits(stream_ids)
+    finally:
+        for process in processes:
+            stop(process)
+        if db is not None:
+            db.stop()
+
+    results: list[StreamResult] = out["results"]
+    latencies = [v for r in results for v in r.latencies_ms]
+    completed = sum(r.completed for r in results)
+    failures = [r.failed for r in results if r.failed]
+    tokens_expected = args.streams * args.tokens
+    print(f"configuration: layer={args.layer} broker={args.broker} q-workers={args.q_workers} "
+          f"streams={args.streams} idle={args.idle} tokens/stream={args.tokens} every {args.interval * 1000:.0f} ms")
+    print(f"runs completed          {completed}/{args.streams} in {out['elapsed']:.1f} s"
+          + (f"  (failures: {failures[:3]})" if failures else ""))
+    print(f"tokens received         {len(latencies)}/{tokens_expected}")
+    print(f"token relay latency     p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
+          f"p99 {pct(latencies, 99):.1f} ms  max {max(latencies, default=float('nan')):.1f} ms"
+          "   (target p50 < 5, p99 < 50)")
+    print(f"queue wait              p50 {pct(waits, 50):.1f} ms  p95 {pct(waits, 95):.1f} ms  "
+          f"max {max(waits, default=float('nan')):.1f} ms   (target p50 < 20, p95 < 250)")
+    print(f"sockets on one Daphne   {out['idle_opened']} idle opened ({out['idle_failed']} failed), "
+          f"{out['idle_still_open']} still open at the end, + {args.streams} streaming   (target >= 1000 + 200)")
+    print(f"Daphne RSS              {web_idle_rss / MB:.0f} MB idle -> {web_rss / MB:.0f} MB with all sockets")
+    per_run = (out["worker_peak_rss"] - out["worker_idle_rss"]) / max(args.streams, 1)
+    print(f"worker RSS              {out['worker_idle_rss'] / MB:.0f} MB idle -> {out['worker_peak_rss'] / MB:.0f} MB "
+          f"peak: {per_run / 1024:.0f} KB per active run")
+    print(f"PostgreSQL meanwhile    {out['pg_commits'] / out['elapsed']:.0f} commits/s, "
+          f"{out['pg_cpu'] / out['elapsed'] * 100:.0f}% of one core")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

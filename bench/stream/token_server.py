@@ -1,0 +1,55 @@
+"""An OpenAI-compatible streaming endpoint whose tokens carry the time they were
+written, for ``bench/stream/run.py``: each content delta is ``<microseconds>`` (the
+wall clock when the server wrote it), so a WebSocket client on the same machine can
+tell how long each token took to reach it.
+
+    python bench/stream/token_server.py --port 8765 --tokens 200 --interval 0.025
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+from aiohttp import web
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--interval", type=float, default=0.025, help="seconds between tokens")
+    args = parser.parse_args()
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if not body.get("stream"):
+            raise web.HTTPBadRequest(text="streaming only")
+        for _ in range(args.tokens):
+            await asyncio.sleep(args.interval)
+            token = f"<{time.time_ns() // 1000}>"
+            chunk = {"choices": [{"index": 0, "delta": {"content": token}}]}
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        final = {
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": args.tokens},
+        }
+        await response.write(f"data: {json.dumps(final)}\n\ndata: [DONE]\n\n".encode())
+        await response.write_eof()
+        return response
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "bench", "object": "model"}]})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/v1/models", models)
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None)
+
+
+if __name__ == "__main__":
+    main()
