@@ -8,6 +8,7 @@ with ``channels_postgres`` one row and one NOTIFY -- not one per token.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import OrderedDict
 from typing import Any
@@ -20,6 +21,11 @@ logger = logging.getLogger(__name__)
 
 # The consumer method that receives relayed events (``SessionConsumer.run_event``).
 RUN_EVENT_MESSAGE = "run.event"
+# Relayed payloads stay small: PostgreSQL's NOTIFY carries up to 8,000 bytes, and a
+# bigger layer message costs every receiver a database round trip to fetch it. A
+# bigger stored event (a long final reply, a large tool preview) is relayed as a
+# stub; the client reads it whole from the database with ``resume``.
+MAX_RELAYED_PAYLOAD_CHARS = 4_000
 
 
 def session_group(session_id: Any) -> str:
@@ -67,7 +73,7 @@ class ChannelLayerRelay:
         layer = get_channel_layer(self.layer_alias)
         if layer is None:
             return
-        message = {"type": RUN_EVENT_MESSAGE, "event": event_frame(run_id, seq, event_type, payload)}
+        message = {"type": RUN_EVENT_MESSAGE, "event": event_frame(run_id, seq, event_type, slim(payload))}
         try:
             await layer.group_send(session_group(session_id), message)
         except Exception:
@@ -78,3 +84,14 @@ def _session_of_run(run_id: int) -> Any:
     from agents.models import Run
 
     return Run._base_manager.filter(pk=run_id).values_list("session_id", flat=True).first()
+
+
+def slim(payload: dict[str, Any]) -> dict[str, Any]:
+    """``payload``, or its stub when too big to relay (``too_big``: ask for it)."""
+    if len(json.dumps(payload, default=str)) <= MAX_RELAYED_PAYLOAD_CHARS:
+        return payload
+    small: dict[str, Any] = {
+        k: v for k, v in payload.items() if isinstance(v, int | float | bool) or v is None
+    }
+    small.update({k: v for k, v in payload.items() if isinstance(v, str) and len(v) <= 200})
+    return {**small, "too_big": True}

@@ -158,7 +158,7 @@ def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
         cfg["OPTIONS"] = dict(database.get("OPTIONS", {}))
         return {
             "BACKEND": "claw_platform.channel_layer.PostgresChannelLayer",
-            "CONFIG": {**cfg, "PSYCOPG_OPTIONS": {"min_size": 1, "max_size": 10}},
+            "CONFIG": {**cfg, "PSYCOPG_OPTIONS": {"min_size": 1, "max_size": 20}},
         }
     scheme = urlsplit(value).scheme
     if scheme in {"redis", "rediss"}:

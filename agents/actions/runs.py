@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -35,11 +35,18 @@ from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.models import Membership, Role
 
 RUN_TASK = "agents.runtime.worker.execute_run"
+# Workers LISTEN here to claim a new run the moment it is committed.
+RUN_NOTIFY_CHANNEL = "claw_runs"
 
 
 def enqueue_run(run_id: int) -> None:
-    """Hand the run to the task queue. Enqueueing twice is harmless: only one
-    worker can claim a run (``agents.runtime.worker.claim_run``)."""
+    """Hand the run to the workers: a NOTIFY for the ones listening (they claim it
+    within milliseconds) and a django-q2 task, the durable path that delivers it
+    even when nobody listened. Enqueueing twice is harmless: only one worker can
+    claim a run (``agents.runtime.claims.claim_run``). Call it after the run's
+    transaction commits (``on_commit``)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [RUN_NOTIFY_CHANNEL, str(run_id)])
     async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs")
 
 

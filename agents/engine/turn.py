@@ -58,6 +58,7 @@ from agents.engine.light import complete_light, start_title_generation
 from agents.engine.loop import LoopConfig, LoopOutcome, PendingCall, run_agentic_loop
 from agents.engine.prompt import PromptContext, build_system_prompt
 from agents.engine.sanitizer import sanitize_output
+from agents.engine.streaming import DEFAULT_COALESCE_CHARS, DEFAULT_COALESCE_SECONDS
 from agents.engine.types import (
     ImagePart,
     LLMRequest,
@@ -116,6 +117,11 @@ class TurnConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)
     prompt_mode: str = "full"
     generate_title: bool = True
+    # Draft streaming: text deltas are batched ~40 ms / ~80 characters before they go
+    # to the EventSink. 0 hands every delta over at once (a sink that batches by
+    # itself, under back-pressure, like the worker's RunEventSink).
+    delta_batch_seconds: float = DEFAULT_COALESCE_SECONDS
+    delta_batch_chars: int = DEFAULT_COALESCE_CHARS
 
 
 @dataclass(slots=True)
@@ -485,6 +491,8 @@ async def _run_loop(
         extra_body=cfg.extra_body,
         stream=cfg.stream,
         time_budget=cfg.time_budget,
+        coalesce_seconds=cfg.delta_batch_seconds,
+        coalesce_chars=cfg.delta_batch_chars,
     )
     outcome = await run_agentic_loop(
         working,

@@ -8,6 +8,7 @@ it. The web UI, the API, routines and `claw chat` all come through here.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from agents.engine.compaction import CompactionSettings
 from agents.engine.history import PruneSettings
 from agents.engine.interfaces import CancelToken, EventSink, RunContext, ToolExecutor, UsageRecord
 from agents.engine.prompt import PromptContext
+from agents.engine.streaming import DEFAULT_COALESCE_SECONDS
 from agents.engine.turn import TurnConfig, TurnResult, compact_session, resume_turn, run_turn
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
 from agents.runtime.llm import model_spec
@@ -92,7 +94,11 @@ def _load_session(session_id: Any) -> Session:
 # ----------------------------------------------------------------------- turns
 
 
-def turn_config(agent: ResolvedAgent, model: ModelConfig, *, stream: bool = True) -> TurnConfig:
+def turn_config(
+    agent: ResolvedAgent, model: ModelConfig, *, stream: bool = True, events: EventSink | None = None
+) -> TurnConfig:
+    # A sink that batches deltas by itself gets every delta at once (no fixed delay).
+    immediate = bool(getattr(events, "batches_deltas", False))
     return TurnConfig(
         max_iterations=agent.max_iterations,
         parallel_tools=agent.parallel_tools,
@@ -110,6 +116,7 @@ def turn_config(agent: ResolvedAgent, model: ModelConfig, *, stream: bool = True
         max_tokens=model.max_output_tokens,
         temperature=agent.temperature,
         extra_body=dict(model.body_overrides),
+        delta_batch_seconds=0.0 if immediate else DEFAULT_COALESCE_SECONDS,
     )
 
 
@@ -217,7 +224,7 @@ async def run_started_turn(
                 ctx=ctx,
                 prompt=prompt,
                 approvals=approvals,
-                config=turn_config(agent, model_cfg, stream=stream),
+                config=turn_config(agent, model_cfg, stream=stream, events=events),
                 events=events,
                 cheap_model=cheap,
             )
@@ -229,7 +236,7 @@ async def run_started_turn(
                 store=store,
                 ctx=ctx,
                 prompt=prompt,
-                config=turn_config(agent, model_cfg, stream=stream),
+                config=turn_config(agent, model_cfg, stream=stream, events=events),
                 events=events,
                 cheap_model=cheap,
                 remember=remember,
@@ -238,8 +245,9 @@ async def run_started_turn(
     except BaseException as exc:
         # The engine turns provider faults into a failed TurnResult; a bug that
         # still escapes must not leave the turn "running". A lost database is not
-        # the turn's failure: the run resumes from its last step once it is back.
-        if not is_database_outage(exc):
+        # the turn's failure, nor is a worker stopping (its task is cancelled): the
+        # run resumes from its last step.
+        if not (is_database_outage(exc) or isinstance(exc, asyncio.CancelledError)):
             await db_async(do_finish_turn)(turn, status="failed", error=str(exc)[:500])
         raise
     await db_async(do_finish_turn)(turn, status=result.status, text=result.text, error=result.error or "")

@@ -21,27 +21,27 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from agents.actions.runs import enqueue_next_runs, enqueue_run, finish_unstarted_run
+from agents.actions.runs import RUN_NOTIFY_CHANNEL, enqueue_next_runs, enqueue_run, finish_unstarted_run
 from agents.engine.interfaces import CancelToken, ToolExecutor
 from agents.models import (
     ApprovalRequest,
     ApprovalStatus,
-    Message,
     Run,
     RunEvent,
     RunStatus,
@@ -50,6 +50,7 @@ from agents.models import (
     TurnState,
 )
 from agents.runtime.chat import ToolsFactory, run_started_turn
+from agents.runtime.claims import Claim, claim_run, claim_runs, claimable_run_ids
 from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, resolve_agent
@@ -59,75 +60,6 @@ from claw_platform.tenancy.context import tenant_context
 logger = logging.getLogger("claw.runs.worker")
 
 CANCEL_POLL_SECONDS = 0.25
-# Claims are serialised by this advisory lock so the limit counts cannot race; a
-# claim is one short transaction, so the lock is held for a millisecond or two.
-_CLAIM_LOCK_KEY = 0x636C6177  # "claw"
-
-
-@dataclass(frozen=True)
-class Claim:
-    run_id: int
-    tenant_id: int
-    session_id: Any
-    turn_id: int
-    attempt: int
-    event_seq: int
-    resume: bool
-
-
-_CLAIM_SQL = """
-WITH cand AS (
-    SELECT r.id FROM agents_run r
-    WHERE r.id = %(run)s AND NOT r.cancel_requested
-      AND (r.status = 'queued' OR (r.status = 'running' AND r.lease_expires_at < now()))
-      AND NOT EXISTS (
-          SELECT 1 FROM agents_run o
-          WHERE o.session_id = r.session_id AND o.id <> r.id
-            AND (o.status = 'running' OR (o.status = 'queued' AND o.id < r.id)))
-      AND (SELECT count(*) FROM agents_run t
-           WHERE t.tenant_id = r.tenant_id AND t.status = 'running' AND t.id <> r.id) < %(per_tenant)s
-      AND (SELECT count(*) FROM agents_run g WHERE g.status = 'running' AND g.id <> r.id) < %(global)s
-    FOR UPDATE OF r SKIP LOCKED
-)
-UPDATE agents_run r SET status = 'running', attempt = r.attempt + 1, lease_owner = %(owner)s,
-    lease_expires_at = now() + make_interval(secs => %(lease)s), heartbeat_at = now(),
-    started_at = coalesce(r.started_at, now())
-FROM cand WHERE r.id = cand.id
-RETURNING r.id, r.tenant_id, r.session_id, r.turn_id, r.attempt, r.event_seq
-"""
-
-# A run queued behind another opened its turn (and undo checkpoint) when the message
-# arrived; its checkpoint must point after the earlier run's messages.
-_FIX_CHECKPOINT_SQL = """
-UPDATE agents_checkpoint c SET message_seq = t.last_seq
-FROM agents_turn tu JOIN agents_thread t ON t.id = tu.thread_id
-WHERE tu.id = %(turn)s AND c.thread_id = tu.thread_id AND c.number = tu.number
-"""
-
-
-def claim_run(run_id: int, owner: str) -> Claim | None:
-    """Take the run for ``owner`` if it is claimable now; ``None`` otherwise (another
-    worker has it, its session is busy, a limit is reached, or it is finished)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_CLAIM_LOCK_KEY])
-        cursor.execute(
-            _CLAIM_SQL,
-            {
-                "run": run_id,
-                "owner": owner[:200],
-                "lease": float(settings.CLAW_RUN_LEASE_SECONDS),
-                "per_tenant": settings.CLAW_RUNS_PER_TENANT,
-                "global": settings.CLAW_RUNS_GLOBAL,
-            },
-        )
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        run_pk, tenant_id, session_id, turn_id, attempt, event_seq = row
-        resume = Message._base_manager.filter(turn_id=turn_id).exists()
-        if not resume:
-            cursor.execute(_FIX_CHECKPOINT_SQL, {"turn": turn_id})
-    return Claim(run_pk, tenant_id, session_id, turn_id, attempt, event_seq, resume)
 
 
 # --------------------------------------------------------------- the task
@@ -158,19 +90,93 @@ class RunSupervisor:
     def __init__(self) -> None:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.tokens: dict[int, CancelToken] = {}
+        self.tasks: dict[int, asyncio.Task[str]] = {}
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="claw-runs", daemon=True)
         self.thread.start()
         self._watcher = asyncio.run_coroutine_threadsafe(self._watch(), self.loop)
+        self._listener: concurrent.futures.Future[None] | None = None
+        self._wanted: set[int] = set()
+        self._claimer: asyncio.Task[None] | None = None
 
     @property
     def busy(self) -> int:
         return len(self.tokens)
 
     def submit(self, claim: Claim) -> concurrent.futures.Future[str]:
+        """Drive a claimed run on this supervisor's loop (from any thread); the
+        future gives the run's outcome."""
+
+        async def drive() -> str:
+            return await self._start(claim)
+
+        return asyncio.run_coroutine_threadsafe(drive(), self.loop)
+
+    def _start(self, claim: Claim) -> asyncio.Task[str]:
         token = CancelToken()
         self.tokens[claim.run_id] = token
-        return asyncio.run_coroutine_threadsafe(self._drive(claim, token), self.loop)
+        task = self.loop.create_task(self._drive(claim, token))
+        self.tasks[claim.run_id] = task
+        task.add_done_callback(lambda _t: self.tasks.pop(claim.run_id, None))
+        return task
+
+    # ------------------------------------------------------- instant dispatch
+
+    def start_listening(self) -> None:
+        """Claim new runs the moment they are committed: ``enqueue_run`` NOTIFYs
+        ``claw_runs`` with the run's id (next to the django-q2 task, which stays the
+        durable path: whichever django-q2 worker picks it up claims the run if
+        nobody did). Without this a run waits for the task queue's next poll."""
+        if self._listener is None:
+            self._listener = asyncio.run_coroutine_threadsafe(self._listen(), self.loop)
+
+    async def _listen(self) -> None:
+        params = connections["default"].get_connection_params()
+        for key in ("cursor_factory", "context"):
+            params.pop(key, None)
+        failures = 0
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
+                    await conn.execute(f"LISTEN {RUN_NOTIFY_CHANNEL}")
+                    failures = 0
+                    # Anything queued while nobody listened (start-up, a lost connection).
+                    self._want(await db_async(claimable_run_ids)(settings.CLAW_RUNS_PER_WORKER))
+                    async for note in conn.notifies():
+                        with contextlib.suppress(ValueError):
+                            self._want([int(note.payload)])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = min(0.2 * 2**failures, 5.0)
+                failures += 1
+                logger.warning(
+                    "run dispatch lost its database connection (%s); retrying in %.1fs", exc, delay
+                )
+                await asyncio.sleep(delay)
+
+    def _want(self, run_ids: list[int]) -> None:
+        self._wanted.update(i for i in run_ids if i not in self.tokens)
+        if self._wanted and (self._claimer is None or self._claimer.done()):
+            self._claimer = self.loop.create_task(self._claim_wanted())
+
+    async def _claim_wanted(self) -> None:
+        # Notifications that arrive while a claim is in flight join the next batch.
+        while self._wanted:
+            room = settings.CLAW_RUNS_PER_WORKER - self.busy
+            if room <= 0:
+                # Full: they stay queued for the task queue, a freed slot or the sweeper.
+                self._wanted.clear()
+                return
+            batch = sorted(self._wanted)[: room * 2]
+            self._wanted.difference_update(batch)
+            try:
+                claims = await db_async(claim_runs)(batch, self.owner)
+            except Exception:
+                logger.exception("claiming runs %s failed; the task queue will deliver them", batch)
+                continue
+            for claim in claims[:room]:
+                self._start(claim)
 
     async def _drive(self, claim: Claim, token: CancelToken) -> str:
         started = time.monotonic()
@@ -222,14 +228,29 @@ class RunSupervisor:
                 logger.exception("run watcher failed; retrying")
 
     def shutdown(self) -> None:
-        """Stop the loop (tests; a worker process simply exits)."""
-        for token in list(self.tokens.values()):
-            self.loop.call_soon_threadsafe(token.cancel, "worker stopping")
+        """Stop: runs still going are handed back (their leases released and the
+        runs enqueued), so another worker resumes each from its last persisted step
+        at once -- a stopping worker never ends a user's run as cancelled or failed."""
+        if self._listener is not None:
+            self._listener.cancel()
         self._watcher.cancel()
+        running = list(self.tokens)
+
+        async def stop_runs() -> None:
+            for task in list(self.tasks.values()):
+                task.cancel()
+            await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+            await close_providers()
+
         try:
-            asyncio.run_coroutine_threadsafe(close_providers(), self.loop).result(timeout=10)
+            asyncio.run_coroutine_threadsafe(stop_runs(), self.loop).result(timeout=10)
         except Exception:
-            logger.exception("closing providers failed")
+            logger.exception("stopping the runs' tasks failed")
+        for run_id in running:
+            try:
+                _release_lease(run_id, self.owner)
+            except Exception:
+                logger.exception("could not hand back run %s; its lease will expire", run_id)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
         self.loop.close()
@@ -287,9 +308,16 @@ def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
 
 
 async def _execute(claim: Claim, token: CancelToken, owner: str) -> str:
+    sink = RunEventSink(claim.run_id, claim.tenant_id, last_seq=claim.event_seq)
+    try:
+        return await _execute_with(claim, token, owner, sink)
+    finally:
+        await sink.drain()
+
+
+async def _execute_with(claim: Claim, token: CancelToken, owner: str, sink: RunEventSink) -> str:
     session, turn, approvals = await db_async(_load)(claim)
     agent: ResolvedAgent = await db_async(resolve_agent)(session.agent_id)
-    sink = RunEventSink(claim.run_id, claim.tenant_id, last_seq=claim.event_seq)
     if turn.state in (TurnState.COMPLETE, TurnState.FAILED):
         # The previous attempt finished the turn and died before closing the run:
         # close it now; running the loop again would answer the user twice.

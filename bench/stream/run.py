@@ -33,7 +33,6 @@ import os
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -149,7 +148,9 @@ def postgres_cpu_seconds() -> float:
     total = 0.0
     for proc in psutil.process_iter(["name", "cmdline"]):
         try:
-            if proc.info["name"] in ("postgres", "postmaster") or "postgres:" in " ".join(proc.info["cmdline"] or []):
+            if proc.info["name"] in ("postgres", "postmaster") or "postgres:" in " ".join(
+                proc.info["cmdline"] or []
+            ):
                 times = proc.cpu_times()
                 total += times.user + times.system
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -189,7 +190,13 @@ class StreamResult:
 
 
 async def client(
-    url: str, cookie: str, stream_ids: list[str], idle_ids: list[str], idle: int, worker_pid: int, timeout: float
+    url: str,
+    cookie: str,
+    stream_ids: list[str],
+    idle_ids: list[str],
+    idle: int,
+    worker_pid: int,
+    limit: float,
 ) -> dict[str, Any]:
     import aiohttp
 
@@ -197,13 +204,25 @@ async def client(
     ws_url = url.replace("http://", "ws://")
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
+
+        async def open_socket(session_id: str) -> Any:
+            # A burst of connects can overflow the listen backlog: retry like a browser.
+            for attempt in range(5):
+                try:
+                    return await http.ws_connect(f"{ws_url}/ws/sessions/{session_id}/", heartbeat=None)
+                except (aiohttp.ClientError, OSError):
+                    if attempt == 4:
+                        raise
+                    await asyncio.sleep(0.2 * (attempt + 1))
+            raise AssertionError("unreachable")
+
         idle_sockets: list[Any] = []
         idle_failures = 0
-        for start_at in range(0, idle, 100):
+        for start_at in range(0, idle, 50):
             batch = await asyncio.gather(
                 *(
-                    http.ws_connect(f"{ws_url}/ws/sessions/{idle_ids[i % len(idle_ids)]}/", heartbeat=None)
-                    for i in range(start_at, min(idle, start_at + 100))
+                    open_socket(idle_ids[i % len(idle_ids)])
+                    for i in range(start_at, min(idle, start_at + 50))
                 ),
                 return_exceptions=True,
             )
@@ -212,9 +231,11 @@ async def client(
                     idle_failures += 1
                 else:
                     idle_sockets.append(item)
-        stream_sockets = await asyncio.gather(
-            *(http.ws_connect(f"{ws_url}/ws/sessions/{sid}/", heartbeat=None) for sid in stream_ids)
-        )
+        stream_sockets: list[Any] = []
+        for start_at in range(0, len(stream_ids), 50):
+            stream_sockets += await asyncio.gather(
+                *(open_socket(sid) for sid in stream_ids[start_at : start_at + 50])
+            )
         worker_idle_rss = tree_rss(worker_pid)
         results = [StreamResult() for _ in stream_sockets]
         peak_worker_rss = 0
@@ -245,13 +266,14 @@ async def client(
 
         watcher = asyncio.ensure_future(watch_worker())
         cpu_before, commits_before, started = postgres_cpu_seconds(), commits(), time.monotonic()
-        await asyncio.gather(*(ws.send_str(json.dumps({"type": "message", "text": "go"})) for ws in stream_sockets))
-        try:
+        await asyncio.gather(
+            *(ws.send_str(json.dumps({"type": "message", "text": "go"})) for ws in stream_sockets)
+        )
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(
-                asyncio.gather(*(consume(ws, r) for ws, r in zip(stream_sockets, results, strict=True))), timeout
+                asyncio.gather(*(consume(ws, r) for ws, r in zip(stream_sockets, results, strict=True))),
+                limit,
             )
-        except TimeoutError:
-            pass
         elapsed = time.monotonic() - started
         cpu_after, commits_after = postgres_cpu_seconds(), commits()
         watcher.cancel()
@@ -282,7 +304,9 @@ def queue_waits(session_ids: list[str]) -> list[float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--streams", type=int, default=200)
     parser.add_argument("--idle", type=int, default=1000)
     parser.add_argument("--tokens", type=int, default=200)
@@ -293,6 +317,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180)
     args = parser.parse_args()
 
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # this script's few queries block on purpose
     tmp = Path(tempfile.mkdtemp(prefix="claw-bench-stream-"))
     db = setup_django(tmp)
     token_port, web_port = free_port(), free_port()
@@ -320,19 +345,36 @@ def main() -> int:
     logs.mkdir()
     processes = [
         start(
-            [sys.executable, str(Path(__file__).with_name("token_server.py")), "--port", str(token_port),
-             "--tokens", str(args.tokens), "--interval", str(args.interval)],
+            [
+                sys.executable,
+                str(Path(__file__).with_name("token_server.py")),
+                "--port",
+                str(token_port),
+                "--tokens",
+                str(args.tokens),
+                "--interval",
+                str(args.interval),
+            ],
             env,
             logs / "tokens.log",
         ),
         start(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port), "claw_platform.asgi:application"],
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(web_port),
+                "claw_platform.asgi:application",
+            ],
             env,
             logs / "web.log",
         ),
         start([sys.executable, "manage.py", "claw_worker"], env, logs / "worker.log"),
     ]
-    tokens_proc, web, worker = processes
+    _tokens_proc, web, worker = processes
     try:
         wait_http(f"{token_url}/v1/models")
         wait_http(f"{url}/healthz")
@@ -352,24 +394,40 @@ def main() -> int:
     completed = sum(r.completed for r in results)
     failures = [r.failed for r in results if r.failed]
     tokens_expected = args.streams * args.tokens
-    print(f"configuration: layer={args.layer} broker={args.broker} q-workers={args.q_workers} "
-          f"streams={args.streams} idle={args.idle} tokens/stream={args.tokens} every {args.interval * 1000:.0f} ms")
-    print(f"runs completed          {completed}/{args.streams} in {out['elapsed']:.1f} s"
-          + (f"  (failures: {failures[:3]})" if failures else ""))
+    print(
+        f"configuration: layer={args.layer} broker={args.broker} q-workers={args.q_workers} "
+        f"streams={args.streams} idle={args.idle} tokens/stream={args.tokens} every {args.interval * 1000:.0f} ms"
+    )
+    print(
+        f"runs completed          {completed}/{args.streams} in {out['elapsed']:.1f} s"
+        + (f"  (failures: {failures[:3]})" if failures else "")
+    )
     print(f"tokens received         {len(latencies)}/{tokens_expected}")
-    print(f"token relay latency     p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
-          f"p99 {pct(latencies, 99):.1f} ms  max {max(latencies, default=float('nan')):.1f} ms"
-          "   (target p50 < 5, p99 < 50)")
-    print(f"queue wait              p50 {pct(waits, 50):.1f} ms  p95 {pct(waits, 95):.1f} ms  "
-          f"max {max(waits, default=float('nan')):.1f} ms   (target p50 < 20, p95 < 250)")
-    print(f"sockets on one Daphne   {out['idle_opened']} idle opened ({out['idle_failed']} failed), "
-          f"{out['idle_still_open']} still open at the end, + {args.streams} streaming   (target >= 1000 + 200)")
-    print(f"Daphne RSS              {web_idle_rss / MB:.0f} MB idle -> {web_rss / MB:.0f} MB with all sockets")
+    print(
+        f"token relay latency     p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
+        f"p99 {pct(latencies, 99):.1f} ms  max {max(latencies, default=float('nan')):.1f} ms"
+        "   (target p50 < 5, p99 < 50)"
+    )
+    print(
+        f"queue wait              p50 {pct(waits, 50):.1f} ms  p95 {pct(waits, 95):.1f} ms  "
+        f"max {max(waits, default=float('nan')):.1f} ms   (target p50 < 20, p95 < 250)"
+    )
+    print(
+        f"sockets on one Daphne   {out['idle_opened']} idle opened ({out['idle_failed']} failed), "
+        f"{out['idle_still_open']} still open at the end, + {args.streams} streaming   (target >= 1000 + 200)"
+    )
+    print(
+        f"Daphne RSS              {web_idle_rss / MB:.0f} MB idle -> {web_rss / MB:.0f} MB with all sockets"
+    )
     per_run = (out["worker_peak_rss"] - out["worker_idle_rss"]) / max(args.streams, 1)
-    print(f"worker RSS              {out['worker_idle_rss'] / MB:.0f} MB idle -> {out['worker_peak_rss'] / MB:.0f} MB "
-          f"peak: {per_run / 1024:.0f} KB per active run")
-    print(f"PostgreSQL meanwhile    {out['pg_commits'] / out['elapsed']:.0f} commits/s, "
-          f"{out['pg_cpu'] / out['elapsed'] * 100:.0f}% of one core")
+    print(
+        f"worker RSS              {out['worker_idle_rss'] / MB:.0f} MB idle -> {out['worker_peak_rss'] / MB:.0f} MB "
+        f"peak: {per_run / 1024:.0f} KB per active run"
+    )
+    print(
+        f"PostgreSQL meanwhile    {out['pg_commits'] / out['elapsed']:.0f} commits/s, "
+        f"{out['pg_cpu'] / out['elapsed'] * 100:.0f}% of one core"
+    )
     return 0
 
 

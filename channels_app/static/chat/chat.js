@@ -194,6 +194,11 @@
   function apply(frame) {
     const runId = frame.run;
     const payload = frame.payload || {};
+    if (payload.too_big) {
+      // Too big to relay live: read it (and whatever follows) from the server.
+      requestResync(runId, 0);
+      return;
+    }
     if (typeof frame.seq === "number" && runId !== undefined && frame.type !== "chunk" && frame.type !== "thinking") {
       seqs.set(runId, Math.max(seqs.get(runId) || 0, frame.seq));
     }

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand
 from django_q.cluster import Cluster
 
 from agents.runtime.maintenance import ensure_schedules
-from agents.runtime.worker import start_sweeper_thread
+from agents.runtime.worker import shutdown_supervisor, start_sweeper_thread, supervisor
 from claw_platform.ops.heartbeat import start_heartbeat_thread
 
 
@@ -25,6 +25,9 @@ class Command(BaseCommand):
         thread = start_heartbeat_thread(stop)
         # Runs whose worker died come back through the sweeper (agents.runtime.worker).
         sweeper = start_sweeper_thread(stop)
+        # This process's run loop claims new runs as they are committed (NOTIFY);
+        # the cluster's task workers are the durable path behind it.
+        supervisor().start_listening()
         try:
             # Poll rather than join(): a signal arriving inside join() can deadlock
             # against the sentinel (see django_q.cluster.Cluster.start).
@@ -34,3 +37,4 @@ class Command(BaseCommand):
             stop.set()
             thread.join(timeout=5)
             sweeper.join(timeout=5)
+            shutdown_supervisor()
