@@ -1,17 +1,15 @@
 """Admin for tool configuration: inlines on the Agent page (tool allow/deny, approval
-mode and risk, shell and workspace settings, per-tool settings) and the sessions'
-"always" grants (listed, revocable by deleting)."""
+mode and risk, shell and workspace settings, per-tool settings)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
-from django.contrib import admin
 from django.http import HttpRequest
 
-from claw_platform.admin.scoped import TenantScopedAdmin, TenantScopedInline, can_edit, can_view
-from tools_app.models import AgentToolConfig, ToolApprovalGrant, ToolSetting
+from claw_platform.admin.scoped import TenantScopedInline
+from tools_app.models import AgentToolConfig, ToolSetting
 
 
 class AgentToolConfigInline(TenantScopedInline):
@@ -45,30 +43,3 @@ class ToolSettingInline(TenantScopedInline):
 
 
 AGENT_TOOL_INLINES = [AgentToolConfigInline, ToolSettingInline]
-
-
-@admin.register(ToolApprovalGrant)
-class ToolApprovalGrantAdmin(TenantScopedAdmin):
-    list_display = ["tool_name", "session", "arguments_digest", "granted_by", "created_at"]
-    list_filter = ["tool_name"]
-    readonly_fields = [
-        "session",
-        "tool_name",
-        "arguments",
-        "arguments_digest",
-        "granted_by",
-        "created_at",
-    ]
-    fields = list(readonly_fields)
-
-    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_view(request)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_edit(request)

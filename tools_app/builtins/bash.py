@@ -51,6 +51,9 @@ HOST_READABLE = (
     "/dev/stdin",
     "/dev/stdout",
     "/dev/stderr",
+    # bash's own network paths: whether they connect is the sandbox's business.
+    "/dev/tcp",
+    "/dev/udp",
 )
 
 

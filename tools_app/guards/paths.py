@@ -111,6 +111,7 @@ def resolve_workspace_path(
     sensitive = sensitive_component(tuple(raw_parts) + parts)
     if sensitive is not None:
         raise blocked(f"Access to {sensitive!r} is not allowed: it may hold credentials.")
+    _refuse_links_before_parent_steps(workspace, requested)
     current = workspace
     for index, part in enumerate(parts):
         current = current / part
@@ -140,6 +141,24 @@ def resolve_workspace_path(
     if for_write and resolved == workspace:
         raise blocked("The workspace itself cannot be written to; name a file inside it.")
     return resolved
+
+
+def _refuse_links_before_parent_steps(workspace: Path, requested: str) -> None:
+    """``link/..`` means the parent of the link's *target* to the kernel but the
+    workspace itself on paper: refuse any link met before a ``..`` (link-then-..)."""
+    if ".." not in PurePosixPath(requested).parts:
+        return
+    path = PurePosixPath(requested)
+    if path.is_absolute():
+        path = path.relative_to(PurePosixPath(str(workspace)))
+    current = workspace
+    for part in path.parts:
+        if part == "..":
+            current = current.parent
+            continue
+        current = current / part
+        if current.is_symlink():
+            raise blocked(f"{part!r} is a symbolic link; links are not followed in the workspace.")
 
 
 def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
