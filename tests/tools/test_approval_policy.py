@@ -148,7 +148,9 @@ def test_per_tool_modes_override_the_agents():
     assert not policy.offered(TOOLS["memory_write"])
     assert policy.decide(TOOLS["memory_search"], {}).action == "deny"
     assert policy.decide(TOOLS["write_file"], {"path": "a", "content": ""}).action == "allow"
-    exact_wins = AgentPolicy(rules=(ToolRule("b*", approval_mode="deny"), ToolRule("bash", approval_mode="auto")))
+    exact_wins = AgentPolicy(
+        rules=(ToolRule("b*", approval_mode="deny"), ToolRule("bash", approval_mode="auto"))
+    )
     assert exact_wins.rule_for("bash").approval_mode == "auto"
 
 
@@ -159,7 +161,9 @@ pytestmark_db = pytest.mark.django_db(transaction=True)
 
 @pytestmark_db
 def test_the_agent_configuration_reaches_the_run(tenant_a):
-    configure(tenant_a.agent, allowed_tools="read_file\nwrite_*\nbash\nmemory_*", denied_tools="memory_delete")
+    configure(
+        tenant_a.agent, allowed_tools="read_file\nwrite_*\nbash\nmemory_*", denied_tools="memory_delete"
+    )
     tool_setting(tenant_a.agent, "write_file", approval_mode="ask")
     run = Run(tenant_a.agent, tenant_a.member)
     names = {d.name for d in run.executor.definitions()}
@@ -195,7 +199,11 @@ def test_an_approval_and_its_always_grant_in_the_run_flow(live_agent, fake_llm):
     do_decide_approval(approval, True, acting_user=live_agent.member)
     grant = do_record_always_approval(approval, acting_user=live_agent.member)
     assert (grant.tool_name, grant.session_id) == ("bash", session.pk)
-    assert AuditEvent.objects.unscoped().filter(action="approval.always_granted", object_id=str(grant.pk)).exists()
+    assert (
+        AuditEvent.objects.unscoped()
+        .filter(action="approval.always_granted", object_id=str(grant.pk))
+        .exists()
+    )
     fake_llm.script(FakeTurn(text="Listed."))
     assert execute_run(run.pk, wait=True) == "completed"
 

@@ -32,7 +32,9 @@ def test_write_search_update_and_delete(tenant_a):
     assert "coffee" in run.call("memory_search", query="coffee").content
     assert not run.call("memory_delete", id=entry.pk).is_error
     assert not MemoryEntry.objects.unscoped().filter(pk=entry.pk).exists()
-    actions = set(AuditEvent.objects.unscoped().filter(action__startswith="memory.").values_list("action", flat=True))
+    actions = set(
+        AuditEvent.objects.unscoped().filter(action__startswith="memory.").values_list("action", flat=True)
+    )
     assert actions == {"memory.written", "memory.updated", "memory.deleted"}
 
 
@@ -45,7 +47,10 @@ def test_memory_never_crosses_users_agents_or_tenants(tenant_a, tenant_b):
     colleague = Run(tenant_a.agent, tenant_a.admin)
     seen = colleague.call("memory_search", query="alpha").content
     assert "agent alpha fact" in seen and "private" not in seen
-    assert colleague.call("memory_update", id=private.pk, content="x").content == f"There is no memory #{private.pk}."
+    assert (
+        colleague.call("memory_update", id=private.pk, content="x").content
+        == f"There is no memory #{private.pk}."
+    )
     assert colleague.call("memory_delete", id=private.pk).error_type == "tool_error"
     # Another agent of the tenant: my user memory yes (same user), agent memory no.
     other_agent = do_create_agent(tenant_a.tenant, slug="other", name="Other", model=tenant_a.model)

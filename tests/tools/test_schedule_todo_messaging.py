@@ -22,7 +22,9 @@ def routine_id(text: str) -> int:
 
 def test_schedule_list_pause_resume_and_cancel(tenant_a):
     run = Run(tenant_a.agent, tenant_a.member)
-    cron = run.call("schedule_task", prompt="Send the standup summary", cron="0 9 * * 1-5", timezone="Europe/Paris")
+    cron = run.call(
+        "schedule_task", prompt="Send the standup summary", cron="0 9 * * 1-5", timezone="Europe/Paris"
+    )
     assert cron.content.startswith("Scheduled: #"), cron.content
     routine = Routine.objects.unscoped().get(pk=routine_id(cron.content))
     assert (routine.trigger, routine.cron, routine.timezone) == ("cron", "0 9 * * 1-5", "Europe/Paris")
@@ -85,13 +87,18 @@ def test_todos_are_kept_per_session(tenant_a, tenant_b):
     assert run.call("todo_read").content == "The todo list is empty."
     written = run.call(
         "todo_write",
-        todos=[{"content": "Read the spec", "status": "completed"}, {"content": "Write tests", "status": "in_progress"}],
+        todos=[
+            {"content": "Read the spec", "status": "completed"},
+            {"content": "Write tests", "status": "in_progress"},
+        ],
     )
     assert not written.is_error, written.content
     assert run.call("todo_read").content == "1. [x] Read the spec\n2. [~] Write tests"
     assert Run(tenant_a.agent, tenant_a.member).call("todo_read").content == "The todo list is empty."
     assert Run(tenant_b.agent, tenant_b.member).call("todo_read").content == "The todo list is empty."
-    assert run.call("todo_write", todos=[{"content": "x", "status": "done"}]).error_type == "invalid_arguments"
+    assert (
+        run.call("todo_write", todos=[{"content": "x", "status": "done"}]).error_type == "invalid_arguments"
+    )
 
 
 def test_send_message_reaches_another_session_of_the_tenant_only(tenant_a, tenant_b):

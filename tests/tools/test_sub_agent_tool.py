@@ -33,8 +33,18 @@ def test_a_sub_agent_works_in_a_linked_child_session_with_read_only_tools(live_a
     child_tools = tool_names(fake_llm.requests[1])
     assert {"sub_agent", "bash", "write_file", "send_message", "memory_write"} <= parent_tools
     assert child_tools, "the child has tools"
-    assert not child_tools & {"sub_agent", "bash", "write_file", "edit_file", "send_message", "memory_write",
-                              "schedule_task", "export_chat", "todo_write", "memory_delete"}
+    assert not child_tools & {
+        "sub_agent",
+        "bash",
+        "write_file",
+        "edit_file",
+        "send_message",
+        "memory_write",
+        "schedule_task",
+        "export_chat",
+        "todo_write",
+        "memory_delete",
+    }
     assert {"read_file", "glob", "grep"} <= child_tools
     child_system = fake_llm.requests[1].json["messages"][0]["content"]
     assert "Count the notes files" in str(fake_llm.requests[1].json["messages"])

@@ -91,7 +91,14 @@ def test_an_agent_cannot_change_its_own_configuration_through_tools(tenant_a, mo
 
 
 def test_no_tool_imports_the_configuration_models():
-    configuration = ("AgentToolConfig", "ToolSetting", "ToolApprovalGrant", "do_record_always_approval", "McpServer", "Hook")
+    configuration = (
+        "AgentToolConfig",
+        "ToolSetting",
+        "ToolApprovalGrant",
+        "do_record_always_approval",
+        "McpServer",
+        "Hook",
+    )
     for tool in BUILTIN_TOOLS:
         source = inspect.getsource(inspect.getmodule(type(tool)))
         for name in configuration:

@@ -16,7 +16,9 @@ def run(tenant_a):
 
 
 def test_write_read_and_edit_a_file(run):
-    assert run.call("write_file", path="src/app.py", content="x = 1\ny = 2\n").content.startswith("Created src/app.py")
+    assert run.call("write_file", path="src/app.py", content="x = 1\ny = 2\n").content.startswith(
+        "Created src/app.py"
+    )
     assert (run.workspace / "src" / "app.py").read_text() == "x = 1\ny = 2\n"
     assert run.call("read_file", path="src/app.py", offset=2).content == "y = 2\n"
     edited = run.call("edit_file", path="src/app.py", old_string="y = 2", new_string="y = 3")
@@ -31,7 +33,9 @@ def test_edit_needs_a_unique_match(run):
     assert twice.error_type == "tool_error" and "2 times" in twice.content
     missing = run.call("edit_file", path="a.txt", old_string="three", new_string="3")
     assert missing.error_type == "tool_error"
-    assert not run.call("edit_file", path="a.txt", old_string="one", new_string="1", replace_all=True).is_error
+    assert not run.call(
+        "edit_file", path="a.txt", old_string="one", new_string="1", replace_all=True
+    ).is_error
     assert (run.workspace / "a.txt").read_text() == "1 1 two"
 
 
