@@ -130,7 +130,8 @@ def test_modes_auto_ask_deny_and_read_only():
     assert deny.decide(read, {"path": "a"}).action == "allow"
     read_only = ApprovalPolicy(AgentPolicy(mode="read_only"))
     assert not read_only.offered(write)
-    assert read_only.offered(read) and read_only.offered(BASH)
+    assert read_only.offered(read)
+    assert read_only.offered(BASH)
     assert read_only.decide(BASH, {"command": "grep -r TODO ."}).action == "allow"
     for command in ("rm x", "ls; rm x", "sort -o out in", "find . -delete", "./ls", "touch x"):
         assert read_only.decide(BASH, {"command": command}).action == "deny", command
@@ -180,7 +181,9 @@ def test_read_only_agents_offer_only_reading_tools(tenant_a):
     configure(tenant_a.agent, approval_mode="read_only")
     run = Run(tenant_a.agent, tenant_a.owner)
     names = {d.name for d in run.executor.definitions()}
-    assert "write_file" not in names and "memory_write" not in names and "send_message" not in names
+    assert "write_file" not in names
+    assert "memory_write" not in names
+    assert "send_message" not in names
     assert {"read_file", "bash", "grep"} <= names
     assert run.call("bash", command="ls").is_error is False
     assert run.call("bash", command="touch x").error_type == "policy_denied"
@@ -243,4 +246,4 @@ def test_a_denied_request_cannot_become_an_always_and_outsiders_cannot_grant(liv
     with pytest.raises(ValueError, match="denied"):
         do_record_always_approval(approval, acting_user=live_agent.member)
     assert not ToolApprovalGrant.objects.unscoped().exists()
-    assert RunStatus.QUEUED == type(run).objects.unscoped().get(pk=run.pk).status
+    assert type(run).objects.unscoped().get(pk=run.pk).status == RunStatus.QUEUED

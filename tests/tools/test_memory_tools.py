@@ -46,7 +46,8 @@ def test_memory_never_crosses_users_agents_or_tenants(tenant_a, tenant_b):
     # Another user of the same agent sees the agent's memory, not mine.
     colleague = Run(tenant_a.agent, tenant_a.admin)
     seen = colleague.call("memory_search", query="alpha").content
-    assert "agent alpha fact" in seen and "private" not in seen
+    assert "agent alpha fact" in seen
+    assert "private" not in seen
     assert (
         colleague.call("memory_update", id=private.pk, content="x").content
         == f"There is no memory #{private.pk}."
@@ -56,7 +57,8 @@ def test_memory_never_crosses_users_agents_or_tenants(tenant_a, tenant_b):
     other_agent = do_create_agent(tenant_a.tenant, slug="other", name="Other", model=tenant_a.model)
     same_user_elsewhere = Run(other_agent, tenant_a.member)
     seen = same_user_elsewhere.call("memory_search", query="alpha").content
-    assert "my private alpha fact" in seen and "agent alpha" not in seen
+    assert "my private alpha fact" in seen
+    assert "agent alpha" not in seen
     # Another tenant sees nothing, by search, id or update.
     outsider = Run(tenant_b.agent, tenant_b.owner)
     assert outsider.call("memory_search", query="alpha").content == "No memories found."
@@ -68,7 +70,8 @@ def test_memory_never_crosses_users_agents_or_tenants(tenant_a, tenant_b):
 def test_tenant_memory_is_written_only_by_owners_and_admins(tenant_a):
     member = Run(tenant_a.agent, tenant_a.member)
     refused = member.call("memory_write", content="company holiday is Friday", scope="tenant")
-    assert refused.error_type == "tool_error" and "owners and admins" in refused.content
+    assert refused.error_type == "tool_error"
+    assert "owners and admins" in refused.content
     owner = Run(tenant_a.agent, tenant_a.owner)
     assert not owner.call("memory_write", content="company holiday is Friday", scope="tenant").is_error
     entry = MemoryEntry.objects.unscoped().get(scope="tenant")

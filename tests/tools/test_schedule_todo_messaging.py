@@ -37,7 +37,8 @@ def test_schedule_list_pause_resume_and_cancel(tenant_a):
     every = run.call("schedule_task", prompt="Check the inbox", interval_seconds=3600)
     at = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     once = run.call("schedule_task", prompt="Remind me of the dentist", run_at=at)
-    assert not every.is_error and not once.is_error
+    assert not every.is_error
+    assert not once.is_error
     listed = run.call("list_scheduled_tasks").content.splitlines()
     assert len(listed) == 3
     paused = run.call("pause_scheduled_task", id=routine.pk)
@@ -112,7 +113,8 @@ def test_send_message_reaches_another_session_of_the_tenant_only(tenant_a, tenan
     assert str(run.session.pk) in message.parts[0]["text"]
     foreign = do_create_session(tenant_b.agent, user=tenant_b.member, title="b")
     refused = run.call("send_message", session_id=str(foreign.pk), text="hello B")
-    assert refused.error_type == "tool_error" and "no session" in refused.content
+    assert refused.error_type == "tool_error"
+    assert "no session" in refused.content
     assert not Message.objects.unscoped().filter(session=foreign).exists()
     assert run.call("send_message", session_id="not-a-uuid", text="x").error_type == "tool_error"
     assert run.call("send_message", session_id=str(run.session.pk), text="x").error_type == "tool_error"
@@ -141,7 +143,8 @@ def test_export_chat_writes_the_history_into_the_workspace(tenant_a, tenant_b):
     assert exported.content.startswith("Exported 2 messages to exports/chat-"), exported.content
     path = exported.content.rsplit(" ", 1)[1].rstrip(".")
     text = (run.workspace / path).read_text()
-    assert "plan the offsite" in text and "## assistant" in text
+    assert "plan the offsite" in text
+    assert "## assistant" in text
     as_json = run.call("export_chat", format="json", path="out/chat.json")
     assert not as_json.is_error
     assert json.loads((run.workspace / "out" / "chat.json").read_text())[1]["role"] == "assistant"

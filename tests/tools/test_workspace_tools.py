@@ -30,7 +30,8 @@ def test_write_read_and_edit_a_file(run):
 def test_edit_needs_a_unique_match(run):
     run.call("write_file", path="a.txt", content="one one two")
     twice = run.call("edit_file", path="a.txt", old_string="one", new_string="1")
-    assert twice.error_type == "tool_error" and "2 times" in twice.content
+    assert twice.error_type == "tool_error"
+    assert "2 times" in twice.content
     missing = run.call("edit_file", path="a.txt", old_string="three", new_string="3")
     assert missing.error_type == "tool_error"
     assert not run.call(
@@ -44,7 +45,8 @@ def test_list_glob_and_grep(run):
     run.call("write_file", path="notes/deep/b.md", content="gamma todo\n")
     run.call("write_file", path="c.py", content="print('todo')\n")
     listing = run.call("list_dir", path="notes").content
-    assert "file  a.md" in listing and "dir   deep/" in listing
+    assert "file  a.md" in listing
+    assert "dir   deep/" in listing
     assert run.call("glob", pattern="**/*.md").content.splitlines() == ["notes/a.md", "notes/deep/b.md"]
     assert run.call("glob", pattern="*.py").content == "c.py"
     found = run.call("grep", pattern="todo", ignore_case=True, include="*.md").content.splitlines()
@@ -56,7 +58,8 @@ def test_size_caps_and_clear_errors(tenant_a):
     configure(tenant_a.agent, max_file_bytes=1_000)
     run = Run(tenant_a.agent, tenant_a.member)
     too_big = run.call("write_file", path="big.txt", content="x" * 2_000)
-    assert too_big.error_type == "tool_error" and "limit" in too_big.content
+    assert too_big.error_type == "tool_error"
+    assert "limit" in too_big.content
     (run.workspace / "big.bin").write_bytes(b"y" * 5_000)
     assert "limit" in run.call("read_file", path="big.bin").content
     (run.workspace / "blob.bin").write_bytes(b"\x00\x01" * 10)
@@ -74,4 +77,5 @@ def test_file_tools_need_a_configured_run():
 
     bare = RegistryToolExecutor([builtin_registry], role="member")
     result = asyncio.run(bare.execute(ToolCallPart("c", "read_file", {"path": "a"}), RunContext()))
-    assert result.error_type == "tool_error" and "not available" in result.content
+    assert result.error_type == "tool_error"
+    assert "not available" in result.content
