@@ -4,11 +4,13 @@ and the 10-iteration cap; its answer comes back as the tool result."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
 from agents.actions.conversation import do_create_session
 from agents.actions.runs import do_send_message
-from agents.models import Session, Turn
+from agents.models import ModelProfile, Session, Turn
 from agents.runtime.worker import execute_run
 from tests.fakes.fake_llm import Turn as FakeTurn
 
@@ -20,6 +22,10 @@ def tool_names(request) -> set[str]:
 
 
 def test_a_sub_agent_works_in_a_linked_child_session_with_read_only_tools(live_agent, fake_llm):
+    # 10 tokens in, 5 out per fake call: $0.02 a call at these prices.
+    profile = ModelProfile.objects.unscoped().get(pk=live_agent.model.pk)
+    profile.input_price, profile.output_price = Decimal(1000), Decimal(2000)
+    profile.save()
     session = do_create_session(live_agent.agent, user=live_agent.member, title="research")
     fake_llm.script(
         FakeTurn(tool_calls=[("sub_agent", {"task": "Count the notes files", "title": "count"}, "call_sub")]),
@@ -54,6 +60,10 @@ def test_a_sub_agent_works_in_a_linked_child_session_with_read_only_tools(live_a
     assert Turn.objects.unscoped().get(session=child).state == "complete"
     tool_result = [m for m in fake_llm.requests[3].json["messages"] if m.get("role") == "tool"][-1]
     assert "no notes yet" in tool_result["content"]
+    # The child's two calls are its own session's cost and are added to the parent's.
+    child.refresh_from_db()
+    assert child.cost == Decimal("0.04")
+    assert Session.objects.unscoped().get(pk=session.pk).cost == Decimal("0.08")
 
 
 def test_a_sub_agent_cannot_spawn_another(live_agent, fake_llm):

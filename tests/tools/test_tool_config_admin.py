@@ -60,18 +60,26 @@ def test_an_admin_configures_an_agents_tools_inline_and_the_next_run_uses_it(ten
         tool_post(
             tenant_a,
             config=CONFIG,
-            settings_rows=[{"tool": "bash", "approval_mode": "read_only", "risk": "", "execution": "sandbox"}],
+            settings_rows=[
+                {"tool": "bash", "approval_mode": "read_only", "risk": "", "execution": "sandbox"}
+            ],
         ),
     )
     assert response.status_code == 302, response.context and [
         fs.errors for fs in response.context["inline_admin_formsets"]
     ]
     config = AgentToolConfig.objects.unscoped().get(agent=tenant_a.agent)
-    assert (config.approval_mode, config.approval_risk, config.tenant_id) == ("ask", "medium", tenant_a.tenant.pk)
+    assert (config.approval_mode, config.approval_risk, config.tenant_id) == (
+        "ask",
+        "medium",
+        tenant_a.tenant.pk,
+    )
     setting = ToolSetting.objects.unscoped().get(agent=tenant_a.agent)
     assert (setting.tool, setting.approval_mode, setting.execution) == ("bash", "read_only", "sandbox")
     assert Agent.objects.unscoped().get(pk=tenant_a.agent.pk).config_version > version
-    actions = set(AuditEvent.objects.unscoped().filter(tenant=tenant_a.tenant).values_list("action", flat=True))
+    actions = set(
+        AuditEvent.objects.unscoped().filter(tenant=tenant_a.tenant).values_list("action", flat=True)
+    )
     assert {"agenttoolconfig.created", "toolsetting.created"} <= actions
     run = Run(tenant_a.agent, tenant_a.member)
     names = {d.name for d in run.executor.definitions()}

@@ -46,7 +46,6 @@ SENSITIVE_FILE_PATTERNS = (
     ".pypirc",
     "credentials",
     "credentials.json",
-    "shadow",
     "secret_key",
     "secrets.key",
 )
