@@ -189,3 +189,14 @@ def test_cancelling_the_run_stops_a_running_command(tenant_a):
     result = asyncio.run(go())
     assert result.is_error
     assert result.error_type == "cancelled"
+
+
+def test_doctor_says_where_shell_commands_run(monkeypatch):
+    from claw_platform.ops.checks import check_shell_sandbox
+
+    monkeypatch.setitem(sandbox_shell._bwrap_probe, "ok", False)
+    fallback = check_shell_sandbox()
+    assert fallback.ok
+    assert "host" in fallback.detail
+    monkeypatch.setitem(sandbox_shell._bwrap_probe, "ok", True)
+    assert check_shell_sandbox().detail == "bubblewrap works"
