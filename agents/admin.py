@@ -32,6 +32,7 @@ from agents.models import (
 )
 from claw_platform.admin.scoped import TenantScopedAdmin, TenantScopedInline, can_edit, can_view
 from claw_platform.audit.actions import client_ip
+from tools_app.admin import AGENT_TOOL_INLINES
 
 
 class LLMProviderForm(forms.ModelForm):
@@ -137,7 +138,7 @@ class AgentAdmin(TenantScopedAdmin):
     list_filter = ["role", "agent_type", "enabled"]
     search_fields = ["name", "slug", "description"]
     autocomplete_fields = ["model", "cheap_model"]
-    inlines = [AgentFileInline]
+    inlines = [AgentFileInline, *AGENT_TOOL_INLINES]
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "enabled", "agent_type", "role"]}),
         ("Model", {"fields": ["model", "cheap_model", "temperature", "show_thinking"]}),

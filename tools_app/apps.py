@@ -10,6 +10,7 @@ class ToolsAppConfig(AppConfig):
     def ready(self) -> None:
         # Built-ins are registered here, not at import time, so importing a tool
         # module never has side effects (STYLE 8).
+        import tools_app.signals  # noqa: F401  (connects the receivers)
         from tools_app.builtins import register_builtins
         from tools_app.registry import builtin_registry
 

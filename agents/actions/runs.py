@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -35,6 +36,9 @@ from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.models import Membership, Role
 
 RUN_TASK = "agents.runtime.worker.execute_run"
+# Sent inside do_decide_approval's transaction with ``approval`` and ``acting_user``:
+# the tools app records an "always" grant there (tools_app.signals).
+approval_decided = Signal()
 # Workers LISTEN here to claim a new run the moment it is committed.
 RUN_NOTIFY_CHANNEL = "claw_runs"
 
@@ -292,6 +296,7 @@ def do_decide_approval(
             "reason": [None, reason],
         },
     )
+    approval_decided.send(sender=ApprovalRequest, approval=locked, acting_user=acting_user)
     store_run_event(
         run,
         "approval.decided",

@@ -19,8 +19,10 @@ from agents.models.conversation import (
     Turn,
     TurnState,
 )
+from agents.models.memory import MemoryCategory, MemoryEntry, MemoryScope
 from agents.models.providers import LLMProvider, ModelProfile, ProviderKind
 from agents.models.revisions import AgentRevision
+from agents.models.routines import Routine, RoutineRun, RoutineStatus, TriggerKind
 from agents.models.runs import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
@@ -48,10 +50,16 @@ __all__ = [
     "Checkpoint",
     "InputGuardMode",
     "LLMProvider",
+    "MemoryCategory",
+    "MemoryEntry",
+    "MemoryScope",
     "Message",
     "MessageState",
     "ModelProfile",
     "ProviderKind",
+    "Routine",
+    "RoutineRun",
+    "RoutineStatus",
     "Run",
     "RunEvent",
     "RunStatus",
@@ -59,6 +67,7 @@ __all__ = [
     "Thread",
     "ThreadState",
     "ToolCallMark",
+    "TriggerKind",
     "Turn",
     "TurnState",
     "UsagePurpose",

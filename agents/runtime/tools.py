@@ -1,5 +1,6 @@
-"""The tools a run may use: the registry's tool sets, filtered for the agent and for
-the role of the user the run acts for (X2)."""
+"""The tools a run may use: the registry's tool sets, filtered for the agent's tool
+configuration and for the role of the user the run acts for (X2), with the agent's
+approval policy (T12) and the run's workspace (``tools_app.executor``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from agents.models import Session
 from agents.runtime.resolution import ResolvedAgent
 from claw_platform.db import db_async
 from claw_platform.tenancy.models import Membership, Role
-from tools_app.registry import RegistryToolExecutor, builtin_registry
 
 
 def session_role(session: Session) -> str:
@@ -25,7 +25,11 @@ def session_role(session: Session) -> str:
     return role or Role.VIEWER
 
 
+def _build(agent: ResolvedAgent, session: Session) -> ToolExecutor:
+    from tools_app.executor import load_run_tools
+
+    return load_run_tools(agent, session, session_role(session))
+
+
 async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor:
-    role = await db_async(session_role)(session)
-    allowed = None if agent.model.supports_tools else frozenset[str]()
-    return RegistryToolExecutor([builtin_registry], allowed=allowed, role=role)
+    return await db_async(_build)(agent, session)

@@ -454,7 +454,7 @@ def _finish_run(
                     call_id=p.call.id[:200],
                     tool_name=p.call.name[:200],
                     arguments=p.call.arguments,
-                    risk=tools.traits(p.call.name).risk if tools is not None else "medium",
+                    risk=_call_risk(tools, p.call),
                     request_reason=p.reason,
                 )
                 for p in pending
@@ -462,6 +462,15 @@ def _finish_run(
             ignore_conflicts=True,
         )
     return True
+
+
+def _call_risk(tools: ToolExecutor | None, call: Any) -> str:
+    """The risk an approval request shows: the policy's view of this very call (a
+    chained shell command is high whatever the tool's usual risk), else the tool's."""
+    if tools is None:
+        return "medium"
+    call_risk = getattr(tools, "call_risk", None)
+    return str(call_risk(call)) if call_risk is not None else tools.traits(call.name).risk
 
 
 # ------------------------------------------------------------------ sweeper

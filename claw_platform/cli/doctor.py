@@ -86,6 +86,7 @@ def run_checks(database_problem: str | None = None) -> list[CheckResult]:
         checks.check_migrations(),
         checks.check_channel_layer(),
         checks.check_workers(),
+        checks.check_shell_sandbox(),
     ]
     providers = checks.check_providers()
     results += providers or [checks.CheckResult("providers", True, "none configured")]

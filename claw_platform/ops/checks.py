@@ -116,6 +116,20 @@ def check_workers() -> CheckResult:
     return CheckResult("workers", True, f"{len(workers)} seen: " + ", ".join(w.name for w in workers[:5]))
 
 
+def check_shell_sandbox() -> CheckResult:
+    """Where the bash tool's commands run (T15). Host execution is a supported
+    fallback, so this check never fails; it says which confinement is in force."""
+    from tools_app.sandbox.shell import host_confinement, sandbox_available
+
+    if sandbox_available():
+        return CheckResult("shell sandbox", True, "bubblewrap works")
+    return CheckResult(
+        "shell sandbox",
+        True,
+        f"bubblewrap unavailable (install the bubblewrap package); commands run on the host: {host_confinement()}",
+    )
+
+
 def check_providers(timeout: float = 5.0) -> list[CheckResult]:
     """Each enabled provider answers its model list (auth errors count as failures)."""
     from agents.models import LLMProvider, ProviderKind

@@ -46,6 +46,16 @@ def agent_post(tenant_set, *, files=(), existing_files=(), **overrides):
     for i, row in enumerate(rows):
         for key, value in row.items():
             data[f"files-{i}-{key}"] = value
+    # The tool inlines (tools_app.admin), left empty here.
+    for prefix in ("tool_config", "tool_settings"):
+        data.update(
+            {
+                f"{prefix}-TOTAL_FORMS": "0",
+                f"{prefix}-INITIAL_FORMS": "0",
+                f"{prefix}-MIN_NUM_FORMS": "0",
+                f"{prefix}-MAX_NUM_FORMS": "1000",
+            }
+        )
     return {k: v for k, v in data.items() if v is not None}
 
 

@@ -1,0 +1,60 @@
+"""Memory writes (M1), each with its audit row (Z3: memory writes are agent actions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from agents.models import MemoryEntry
+from claw_platform.audit.actions import record_audit_event
+
+
+def _actor(owner: Any) -> str:
+    return f"agent:{owner.agent_id}" + (f" for user {owner.user_id}" if owner.user_id else "")
+
+
+@transaction.atomic
+def do_write_memory(owner: Any, content: str, *, scope: str, category: str) -> MemoryEntry:
+    entry = MemoryEntry._base_manager.create(
+        tenant_id=owner.tenant_id,
+        scope=scope,
+        category=category,
+        agent_id=owner.agent_id,
+        user_id=owner.user_id if scope == "user" else None,
+        session_id=owner.session_id,
+        content=content,
+    )
+    record_audit_event(
+        action="memory.written",
+        actor=_actor(owner),
+        obj=entry,
+        diff={"scope": [None, scope], "category": [None, category], "chars": [None, len(content)]},
+    )
+    return entry
+
+
+@transaction.atomic
+def do_update_memory(
+    entry: MemoryEntry, owner: Any, *, content: str | None = None, category: str | None = None
+) -> MemoryEntry:
+    changes: dict[str, Any] = {}
+    if content is not None and content != entry.content:
+        changes["chars"] = [len(entry.content), len(content)]
+        entry.content = content
+    if category is not None and category != entry.category:
+        changes["category"] = [entry.category, category]
+        entry.category = category
+    if changes:
+        entry.save(update_fields=["content", "category", "updated_at"])
+        entry.refresh_from_db(fields=["updated_at"])
+        record_audit_event(action="memory.updated", actor=_actor(owner), obj=entry, diff=changes)
+    return entry
+
+
+@transaction.atomic
+def do_delete_memory(entry: MemoryEntry, owner: Any) -> None:
+    record_audit_event(
+        action="memory.deleted", actor=_actor(owner), obj=entry, diff={"scope": [entry.scope, None]}
+    )
+    MemoryEntry._base_manager.filter(pk=entry.pk).delete()

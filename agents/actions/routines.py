@@ -1,0 +1,155 @@
+"""Routines (C1, T6): created, paused, resumed and cancelled here, each with its
+audit row. ``check_routine_trigger`` validates a trigger and computes its first run.
+Firing routines is the routines issue's work."""
+
+from __future__ import annotations
+
+import zoneinfo
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from croniter import croniter
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agents.models import Routine, RoutineStatus, TriggerKind
+from claw_platform.audit.actions import record_audit_event
+
+MIN_INTERVAL_SECONDS = 60
+MAX_INTERVAL_SECONDS = 366 * 86_400
+MAX_ACTIVE_ROUTINES_PER_USER = 50
+
+
+def owned_by(user_id: int | None) -> Q:
+    """Routines of ``user_id`` (of no user when ``None``)."""
+    return Q(user_id=user_id) if user_id is not None else Q(user__isnull=True)
+
+
+@dataclass(frozen=True)
+class Trigger:
+    kind: str
+    cron: str = ""
+    timezone: str = "UTC"
+    interval_seconds: int | None = None
+    run_at: datetime | None = None
+
+
+def next_run(trigger: Trigger, after: datetime) -> datetime | None:
+    """The first firing strictly after ``after`` (aware, UTC), or ``None`` (a past one-shot)."""
+    if trigger.kind == TriggerKind.CRON:
+        zone = zoneinfo.ZoneInfo(trigger.timezone)
+        # croniter walks wall-clock time in the routine's zone (DST included).
+        return (
+            croniter(trigger.cron, after.astimezone(zone))
+            .get_next(datetime)
+            .astimezone(zoneinfo.ZoneInfo("UTC"))
+        )
+    if trigger.kind == TriggerKind.INTERVAL:
+        return after + timedelta(seconds=int(trigger.interval_seconds or 0))
+    if trigger.run_at is not None and trigger.run_at > after:
+        return trigger.run_at
+    return None
+
+
+def check_routine_trigger(trigger: Trigger, *, now: datetime | None = None) -> datetime:
+    """Validate ``trigger``; return its first run. ``ValidationError`` says what is wrong."""
+    now = now or timezone.now()
+    try:
+        zoneinfo.ZoneInfo(trigger.timezone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValidationError(
+            f"Unknown timezone {trigger.timezone!r}; use an IANA name such as Europe/Paris."
+        ) from None
+    if trigger.kind == TriggerKind.CRON:
+        if len(trigger.cron.split()) != 5 or not croniter.is_valid(trigger.cron):
+            raise ValidationError(
+                f"Invalid cron expression {trigger.cron!r}: use five fields, minute hour day month weekday "
+                "(e.g. '0 9 * * 1-5')."
+            )
+    elif trigger.kind == TriggerKind.INTERVAL:
+        seconds = trigger.interval_seconds or 0
+        if not MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS:
+            raise ValidationError(
+                f"The interval must be between {MIN_INTERVAL_SECONDS} seconds and one year."
+            )
+    elif trigger.kind == TriggerKind.ONCE:
+        if trigger.run_at is None or trigger.run_at.tzinfo is None:
+            raise ValidationError("A one-shot routine needs run_at with a timezone.")
+        if trigger.run_at <= now:
+            raise ValidationError("run_at is in the past; give a future time.")
+    else:
+        raise ValidationError(f"Unknown trigger {trigger.kind!r}.")
+    first = next_run(trigger, now)
+    assert first is not None
+    return first
+
+
+@transaction.atomic
+def do_create_routine(
+    *,
+    tenant_id: int,
+    agent_id: int,
+    user_id: int | None,
+    session_id: Any,
+    name: str,
+    prompt: str,
+    trigger: Trigger,
+    acting_user: Any,
+) -> Routine:
+    first = check_routine_trigger(trigger)
+    active = (
+        Routine._base_manager.filter(tenant_id=tenant_id, agent_id=agent_id, status=RoutineStatus.ACTIVE)
+        .filter(owned_by(user_id))
+        .count()
+    )
+    if active >= MAX_ACTIVE_ROUTINES_PER_USER:
+        raise ValidationError(f"At most {MAX_ACTIVE_ROUTINES_PER_USER} active routines per user and agent.")
+    routine = Routine._base_manager.create(
+        tenant_id=tenant_id,
+        agent_id=agent_id,
+        user_id=user_id,
+        session_id=session_id,
+        name=name[:200],
+        prompt=prompt,
+        trigger=trigger.kind,
+        cron=trigger.cron,
+        timezone=trigger.timezone,
+        interval_seconds=trigger.interval_seconds,
+        run_at=trigger.run_at,
+        next_run_at=first,
+        created_by_id=user_id,
+    )
+    record_audit_event(
+        action="routine.created",
+        actor=acting_user,
+        obj=routine,
+        diff={"trigger": [None, trigger.kind], "next_run_at": [None, first.isoformat()]},
+    )
+    return routine
+
+
+@transaction.atomic
+def do_set_routine_status(routine: Routine, status: str, *, acting_user: Any) -> Routine:
+    """Pause, resume (``active``: next run recomputed from now) or cancel a routine."""
+    locked = Routine._base_manager.select_for_update().get(pk=routine.pk)
+    if locked.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED):
+        raise ValidationError(f"The routine is {locked.status}; it cannot change any more.")
+    before = locked.status
+    locked.status = status
+    if status == RoutineStatus.ACTIVE:
+        trigger = Trigger(
+            locked.trigger, locked.cron, locked.timezone, locked.interval_seconds, locked.run_at
+        )
+        locked.next_run_at = next_run(trigger, timezone.now())
+        if locked.next_run_at is None:
+            raise ValidationError("This one-shot routine's time has passed; schedule a new one.")
+    elif status == RoutineStatus.CANCELLED:
+        locked.next_run_at = None
+    locked.save(update_fields=["status", "next_run_at", "updated_at"])
+    record_audit_event(
+        action="routine.status", actor=acting_user, obj=locked, diff={"status": [before, status]}
+    )
+    return locked

@@ -1,0 +1,183 @@
+"""The tools one run gets (T1, T12, X2, O3): the registry's tool sets filtered by the
+agent's configuration and the user's role, with the approval policy as the
+``check_policy`` seam, the run's :class:`ToolContext` bound for the tools, and an
+audit row for every call.
+
+:func:`build_run_tools` reads the agent's rows (tool config, per-tool settings, the
+session's "always" grants) once per run; after that, a call costs no query until the
+audit row is written.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from agents.engine.interfaces import RunContext
+from agents.engine.types import ToolCallPart, ToolResultPart
+from claw_platform.audit.actions import record_audit_event
+from claw_platform.db import db_async
+from tools_app.context import TOOL_CONTEXT_KEY, ToolContext
+from tools_app.policy.approval import AgentPolicy, ApprovalPolicy, ToolRule, arguments_digest
+from tools_app.registry import RegistryToolExecutor, Tool, ToolSet
+
+logger = logging.getLogger("claw.tools.executor")
+
+TOOL_EXECUTED = "tool.executed"
+
+
+class ConfiguredToolExecutor(RegistryToolExecutor):
+    """A :class:`RegistryToolExecutor` with the agent's approval modes, a bound
+    :class:`ToolContext` and audited calls."""
+
+    def __init__(
+        self,
+        tools: ToolSet | Sequence[ToolSet],
+        *,
+        approval: ApprovalPolicy,
+        context: ToolContext | None,
+        allowed: frozenset[str] | None = None,
+        denied: frozenset[str] = frozenset(),
+        role: str,
+        audit: bool = True,
+    ) -> None:
+        self.approval = approval
+        self.context = context
+        self.audit = audit
+        self._bound: tuple[RunContext, RunContext] | None = None
+        super().__init__(tools, allowed=allowed, denied=denied, role=role, policy=approval)
+
+    def _refusal(self, tool: Tool) -> str | None:
+        refusal = super()._refusal(tool)
+        if refusal is None and not self.approval.offered(tool):
+            return f"The tool {tool.name!r} is not available under this agent's approval settings."
+        return refusal
+
+    def call_risk(self, call: ToolCallPart) -> str:
+        """The effective risk of a call (what an ApprovalRequest should show)."""
+        tool = self._available.get(call.name)
+        if tool is None or not isinstance(call.arguments, dict):
+            return "high"
+        return self.approval.call_risk(tool, call.arguments)[0]
+
+    def bind(self, ctx: RunContext) -> RunContext:
+        """``ctx`` with this run's ToolContext in ``auth`` (one copy per run)."""
+        if self.context is None:
+            return ctx
+        bound = self._bound
+        if bound is not None and bound[0] is ctx:
+            return bound[1]
+        result = replace(ctx, auth={**ctx.auth, TOOL_CONTEXT_KEY: self.context})
+        self._bound = (ctx, result)
+        return result
+
+    async def execute(self, call: ToolCallPart, ctx: RunContext) -> ToolResultPart:
+        started = time.perf_counter()
+        result = await super().execute(call, self.bind(ctx))
+        if self.audit:
+            try:
+                await db_async(self._write_audit)(call, result, ctx, started)
+            except Exception:
+                # The call happened; a failed audit write must not turn it into an error.
+                logger.exception("audit row for tool %s not written", call.name)
+        return result
+
+    def _write_audit(
+        self, call: ToolCallPart, result: ToolResultPart, ctx: RunContext, started: float
+    ) -> None:
+        arguments = call.arguments if isinstance(call.arguments, dict) else {"_raw": str(call.arguments)}
+        tool_ctx = self.context
+        record_audit_event(
+            action=TOOL_EXECUTED,
+            actor=f"agent:{tool_ctx.agent_slug}" if tool_ctx else "agent",
+            tenant_id=int(ctx.tenant_id) if str(ctx.tenant_id).isdigit() else None,
+            object_type="tool",
+            object_id=call.name[:64],
+            object_repr=call.name,
+            diff={
+                "arguments_sha256": arguments_digest(arguments),
+                "outcome": result.error_type or "ok",
+                "duration_ms": result.duration_ms
+                if result.duration_ms is not None
+                else int((time.perf_counter() - started) * 1000),
+                "session": ctx.session_id,
+                "run": ctx.run_id,
+                "call": call.id,
+                "user": ctx.user_id,
+            },
+        )
+
+
+# ---------------------------------------------------------------------- building
+
+
+def agent_policy(config: Any, settings_rows: Sequence[Any]) -> AgentPolicy:
+    """An :class:`AgentPolicy` from an AgentToolConfig (or ``None``) and ToolSettings."""
+    rules = tuple(ToolRule(s.tool, s.approval_mode, s.risk, s.execution) for s in settings_rows)
+    if config is None:
+        return AgentPolicy(rules=rules)
+    return AgentPolicy(mode=config.approval_mode, approval_risk=config.approval_risk, rules=rules)
+
+
+def execution_resolver(policy: AgentPolicy) -> Any:
+    def execution_for(name: str) -> str:
+        rule = policy.rule_for(name)
+        return (rule.execution if rule is not None else "") or "either"
+
+    return execution_for
+
+
+def load_run_tools(agent: Any, session: Any, role: str) -> ConfiguredToolExecutor:
+    """The executor for a run of ``agent`` (a ResolvedAgent) in ``session`` for a user
+    of ``role``: three indexed queries (config, per-tool settings, grants)."""
+    from tools_app.models import AgentToolConfig, ToolApprovalGrant, ToolSetting, parse_name_list
+    from tools_app.registry import builtin_registry
+    from tools_app.workspace import ensure_workspace, workspace_path
+
+    config = AgentToolConfig._base_manager.filter(agent_id=agent.agent_id).first()
+    rows = list(ToolSetting._base_manager.filter(agent_id=agent.agent_id))
+    grants = ToolApprovalGrant._base_manager.filter(session_id=session.pk).values_list(
+        "tool_name", "arguments_digest"
+    )
+    policy = agent_policy(config, rows)
+    allowed_entries = parse_name_list(config.allowed_tools) if config is not None else []
+    allowed: frozenset[str] | None = frozenset(allowed_entries) if allowed_entries else None
+    if not agent.model.supports_tools:
+        allowed = frozenset()
+    denied = frozenset(parse_name_list(config.denied_tools)) if config is not None else frozenset()
+    workspace = ensure_workspace(
+        workspace_path(
+            tenant_id=session.tenant_id,
+            agent_id=agent.agent_id,
+            agent_type=agent.agent_type,
+            user_id=session.user_id,
+        )
+    )
+    context = ToolContext(
+        tenant_id=session.tenant_id,
+        agent_id=agent.agent_id,
+        agent_slug=agent.slug,
+        agent_type=agent.agent_type,
+        user_id=session.user_id,
+        session_id=str(session.pk),
+        role=role,
+        workspace=workspace,
+        depth=session.depth,
+        timezone=agent.timezone,
+        shell_timeout=float(config.shell_timeout_seconds) if config else 60.0,
+        shell_network=bool(config.shell_network) if config else False,
+        max_file_bytes=int(config.max_file_bytes) if config else 1_000_000,
+        file_size_limit=int(config.workspace_quota_mb) * 1_000_000 if config else 500_000_000,
+        execution_for=execution_resolver(policy),
+    )
+    return ConfiguredToolExecutor(
+        [builtin_registry],
+        approval=ApprovalPolicy(policy, grants),
+        context=context,
+        allowed=allowed,
+        denied=denied,
+        role=role,
+    )

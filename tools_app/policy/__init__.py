@@ -1,0 +1,1 @@
+"""The approval policy (T12): risk per call and the agent's approval modes."""
