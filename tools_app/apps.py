@@ -10,7 +10,10 @@ class ToolsAppConfig(AppConfig):
     def ready(self) -> None:
         # Built-ins are registered here, not at import time, so importing a tool
         # module never has side effects (STYLE 8).
+        from tools_app import signals  # noqa: F401  (connects the cache invalidation)
         from tools_app.builtins import register_builtins
         from tools_app.registry import builtin_registry
+        from tools_app.web import register_web_tools
 
         register_builtins(builtin_registry)
+        register_web_tools(builtin_registry)
