@@ -7,7 +7,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agents.runtime.worker import shutdown_supervisor
-from tests.agents.conftest import live_agent  # noqa: F401  (shared fixture)
 
 
 @pytest.fixture(autouse=True)

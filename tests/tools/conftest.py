@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.agents.conftest import live_agent  # noqa: F401  (shared fixture)
 from tools_app.mcp.resilience import reset_server_limits
 from tools_app.mcp.toolset import forget_tool_lists
 from tools_app.runtime.config import invalidate

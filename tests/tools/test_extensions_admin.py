@@ -178,3 +178,16 @@ def test_the_version_row_counts_changes_per_tenant(tenant_a, tenant_b):
     client_for(tenant_a.owner).post(reverse("admin:tools_app_hook_add"), hook_post(tenant_a))
     assert ExtensionsVersion.objects.get(tenant=tenant_a.tenant).version > a
     assert ExtensionsVersion.objects.get(tenant=tenant_b.tenant).version == b
+
+
+def test_refreshing_an_mcp_servers_tools_makes_a_new_revision(tenant_a):
+    server = McpServer.objects.unscoped().get(tenant=tenant_a.tenant)
+    before = tenant_extensions(tenant_a.tenant.pk).version
+    client = client_for(tenant_a.owner)
+    response = client.post(
+        reverse("admin:tools_app_mcpserver_changelist"),
+        {"action": "refresh_tools", "_selected_action": [server.pk]},
+    )
+    assert response.status_code == 302
+    assert McpServer.objects.unscoped().get(pk=server.pk).updated_at > server.updated_at
+    assert tenant_extensions(tenant_a.tenant.pk).version > before

@@ -564,3 +564,21 @@ def test_a_webhook_secret_is_encrypted_at_rest_and_masked_in_the_audit(tenant_a)
     assert "whsec" not in raw
     created = AuditEvent.objects.unscoped().get(action="hook.created", object_id=str(hook.pk))
     assert "whsec-plaintext-value" not in json.dumps(created.diff)
+
+
+@pytestmark_db
+def test_shell_hooks_stop_running_when_the_operator_turns_them_off(tenant_a, settings):
+    settings.CLAW_HOOKS_SHELL = True
+    do_create_hook(tenant_a.tenant, name="sh", event="on_message_received", kind="shell", command="true")
+    settings.CLAW_HOOKS_SHELL = False
+
+    async def go():
+        hook_runner = await tenant_hook_runner(tenant_id=tenant_a.tenant.pk, agent_id=tenant_a.agent.pk)
+        try:
+            return await hook_runner.run("on_message_received", {"text": "hi"}, ctx_for(tenant_a))
+        finally:
+            await hook_runner.aclose()
+
+    outcome = asyncio.run(go())
+    assert outcome.blocked
+    assert "turned off" in outcome.reason

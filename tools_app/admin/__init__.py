@@ -14,7 +14,6 @@ from django.http import HttpRequest
 from claw_platform.admin.scoped import TenantScopedAdmin
 from tools_app.admin._secrets import SecretMapFormMixin, SecretTextFormMixin
 from tools_app.hooks.callables import registered_callables
-from tools_app.mcp.toolset import forget_tool_lists
 from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
 
 
@@ -105,10 +104,12 @@ class McpServerAdmin(TenantScopedAdmin):
     filter_horizontal = ["agents"]
     actions = ["refresh_tools"]
 
-    @admin.action(description="Refresh the tool lists of the selected servers at their next use")
+    @admin.action(description="Fetch the tool lists of the selected servers again")
     def refresh_tools(self, request: HttpRequest, queryset: Any) -> None:
-        forget_tool_lists()
-        self.message_user(request, "Tool lists will be fetched again at the next run.")
+        # A new revision of the row: every process fetches the list at its next run.
+        for server in queryset:
+            server.save(update_fields=["updated_at"])
+        self.message_user(request, "The tool lists will be fetched again at the next run.")
 
 
 class HttpToolForm(SecretMapFormMixin, forms.ModelForm):

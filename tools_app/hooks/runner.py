@@ -102,10 +102,12 @@ class ConfiguredHookRunner:
         audit: AuditSink,
         guard: SsrfGuard,
         shell_dir: Callable[[int], Path],
+        shell_enabled: bool = True,
     ) -> None:
         self.audit = audit
         self.guard = guard
         self.shell_dir = shell_dir
+        self.shell_enabled = shell_enabled
         by_event: dict[str, list[HookSpec]] = {}
         for hook in sorted(hooks, key=lambda h: (h.priority, h.name, h.id)):
             by_event.setdefault(hook.event, []).append(hook)
@@ -179,6 +181,8 @@ class ConfiguredHookRunner:
             )
         body = _event_body(hook, event, payload, ctx)
         if hook.kind == "shell":
+            if not self.shell_enabled:
+                raise HookFailed("shell hooks are turned off on this installation")
             home = self.shell_dir(hook.tenant_id)
             return await run_shell_hook(
                 hook.command,

@@ -144,7 +144,11 @@ async def tenant_hook_runner(*, tenant_id: int, agent_id: int) -> HookRunner:
     if not ext.hooks:
         return NullHookRunner()
     return ConfiguredHookRunner(
-        ext.hooks, audit=BufferedHookAudit(), guard=SsrfGuard(ext.allow_list), shell_dir=hook_workdir
+        ext.hooks,
+        audit=BufferedHookAudit(),
+        guard=SsrfGuard(ext.allow_list),
+        shell_dir=hook_workdir,
+        shell_enabled=settings.CLAW_HOOKS_SHELL,
     )
 
 
