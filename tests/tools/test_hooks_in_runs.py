@@ -66,6 +66,15 @@ def test_a_run_applies_the_tenants_hooks_at_every_event(live_agent, tenant_b, fa
                     "config": {"tools": ["calculate"]},
                 },
             ),
+            (
+                "hide-time",
+                "after_tool_call",
+                {
+                    "kind": "python",
+                    "callable": "tools_app.hooks.ready_made.redact_tool_output",
+                    "config": {"tools": ["get_current_time"], "replacement": "[time withheld]"},
+                },
+            ),
             ("shout", "on_message_sending", {"kind": "python", "callable": CALLABLES + "sync_shout"}),
             (
                 "report",
@@ -77,7 +86,12 @@ def test_a_run_applies_the_tenants_hooks_at_every_event(live_agent, tenant_b, fa
             do_create_hook(tenant, name=name, event=event, acting_user=live_agent.owner, **fields)
         session = do_create_session(live_agent.agent, user=live_agent.member, title="set")
         fake_llm.script(
-            FakeTurn(tool_calls=[("calculate", {"expression": "2+2"}, "call_1")]),
+            FakeTurn(
+                tool_calls=[
+                    ("calculate", {"expression": "2+2"}, "call_1"),
+                    ("get_current_time", {}, "call_2"),
+                ]
+            ),
             FakeTurn(text="the calculator was blocked"),
         )
         reply = chat(session, "hello")
@@ -89,6 +103,10 @@ def test_a_run_applies_the_tenants_hooks_at_every_event(live_agent, tenant_b, fa
         assert "ALWAYS ANSWER IN FRENCH" in json.dumps(first.json["messages"][0])  # before_llm_call
         tool_result = json.dumps(second.json["messages"])
         assert "The calculate tool is blocked by the no-calc hook." in tool_result  # before_tool_call
+        tool_messages = {
+            m["tool_call_id"]: m["content"] for m in second.json["messages"] if m["role"] == "tool"
+        }
+        assert tool_messages["call_2"] == "[time withheld]"  # after_tool_call
         assert [r.path for r in receiver.received] == ["/finished"]  # run_finished
         finished = json.loads(receiver.received[0].body)
         assert finished["event"] == "run_finished"
@@ -102,6 +120,7 @@ def test_a_run_applies_the_tenants_hooks_at_every_event(live_agent, tenant_b, fa
         ("mark", "hook_outcome.modify"),
         ("french", "hook_outcome.modify"),
         ("no-calc", "hook_outcome.block"),
+        ("hide-time", "hook_outcome.modify"),
         ("shout", "hook_outcome.modify"),
         ("report", "hook_outcome.allow"),
     }

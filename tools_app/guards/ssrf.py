@@ -232,9 +232,6 @@ class AllowList:
                 return True
         return False
 
-    def merged(self, other: AllowList) -> AllowList:
-        return AllowList(self.entries + other.entries)
-
 
 EMPTY_ALLOW_LIST = AllowList()
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import httpx
 
 from tools_app.guards.ssrf import BlockedDestination, SsrfGuard
-from tools_app.registry import SSRF_BLOCKED, TIMEOUT, TOOL_ERROR
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
@@ -133,19 +132,9 @@ def describe_network_error(exc: BaseException, *, what: str) -> str:
     return f"{what} failed ({type(exc).__name__})."
 
 
-def error_kind(exc: BaseException) -> str:
-    """``ssrf_blocked`` for a guard refusal, ``timeout`` for a timeout, else ``tool_error``."""
-    if isinstance(exc, BlockedDestination):
-        return SSRF_BLOCKED
-    if isinstance(exc, httpx.TimeoutException | TimeoutError):
-        return TIMEOUT
-    return TOOL_ERROR
-
-
 __all__ = [
     "FetchedResponse",
     "TooManyRedirects",
     "describe_network_error",
-    "error_kind",
     "guarded_request",
 ]

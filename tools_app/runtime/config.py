@@ -11,6 +11,7 @@ Only this tenant's rows are ever read: every query filters on ``tenant_id``.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -27,6 +28,8 @@ from tools_app.mcp.commands import CommandRefused, check_arguments, check_comman
 from tools_app.mcp.connection import McpServerSpec
 from tools_app.models import AllowedHost, ExtensionsVersion, Hook, HttpTool, McpServer, Skill
 from tools_app.skills.tools import SkillSpec
+
+logger = logging.getLogger("claw.tools")
 
 CACHE_TTL_SECONDS = 300.0
 
@@ -114,7 +117,7 @@ def _agent_ids(model: type[models.Model], tenant_id: int) -> dict[int, frozenset
 
 def load_extensions(tenant_id: int, version: int) -> TenantExtensions:
     problems: list[str] = []
-    return TenantExtensions(
+    extensions = TenantExtensions(
         tenant_id=tenant_id,
         version=version,
         hooks=tuple(_hooks(tenant_id)),
@@ -131,6 +134,9 @@ def load_extensions(tenant_id: int, version: int) -> TenantExtensions:
         ),
         problems=tuple(problems),
     )
+    for problem in problems:
+        logger.warning("tenant %s: %s (left out)", tenant_id, problem)
+    return extensions
 
 
 def _hooks(tenant_id: int) -> Iterable[HookSpec]:
