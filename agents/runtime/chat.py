@@ -26,7 +26,7 @@ from agents.actions.conversation import (
 from agents.engine.commands import SlashCommand, parse_slash_command
 from agents.engine.compaction import CompactionSettings
 from agents.engine.history import PruneSettings
-from agents.engine.interfaces import CancelToken, EventSink, RunContext, ToolExecutor, UsageRecord
+from agents.engine.interfaces import CancelToken, EventSink, HookRunner, RunContext, ToolExecutor, UsageRecord
 from agents.engine.prompt import PromptContext
 from agents.engine.streaming import DEFAULT_COALESCE_SECONDS
 from agents.engine.turn import TurnConfig, TurnResult, compact_session, resume_turn, run_turn
@@ -34,7 +34,7 @@ from agents.models import AgentFile, Message, ModelProfile, Session, Turn
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
 from agents.runtime.store import DjangoRunStore, TurnBinding
-from agents.runtime.tools import registry_tools
+from agents.runtime.tools import close_tools, registry_hooks, registry_tools, tool_skills
 from claw_platform.db import db_async, is_database_outage
 from claw_platform.tenancy.context import tenant_context
 
@@ -142,6 +142,7 @@ def prompt_context(
         identity=agent.description,
         context_files=agent.context_files(session.user_id),
         tools=tools.definitions(),
+        skills=tool_skills(tools),
         user_name=(user.get_full_name() or user.get_username()) if user else None,
         user_id=str(session.user_id) if session.user_id else None,
         timezone=agent.timezone,
@@ -185,13 +186,55 @@ async def run_started_turn(
     run_id: str = "",
     resume: bool = False,
     approvals: dict[str, bool] | None = None,
+    hooks: HookRunner | None = None,
 ) -> ChatReply:
     """Run an opened turn to its end (a worker's entry): ``run_turn`` for a fresh
     turn, ``resume_turn`` (with ``approvals``) for one a worker crashed in or that
-    waited for approval. The turn is closed with the outcome either way."""
+    waited for approval. The turn is closed with the outcome either way. ``hooks``
+    defaults to the tenant's hooks for the agent (H1-H3); what the tools and hooks
+    opened (MCP connections, HTTP clients) is closed when the run ends."""
     store = DjangoRunStore(_binding(session, turn))
     model_cfg = await db_async(_session_model)(session, agent)
     tools = await tools_factory(agent, session)
+    try:
+        hooks = hooks if hooks is not None else await registry_hooks(agent, session)
+        return await _drive_turn(
+            session,
+            agent,
+            turn,
+            text,
+            store=store,
+            model_cfg=model_cfg,
+            tools=tools,
+            hooks=hooks,
+            events=events,
+            cancel=cancel,
+            stream=stream,
+            run_id=run_id,
+            resume=resume,
+            approvals=approvals,
+        )
+    finally:
+        await close_tools(tools, hooks)
+
+
+async def _drive_turn(
+    session: Session,
+    agent: ResolvedAgent,
+    turn: Turn,
+    text: str,
+    *,
+    store: DjangoRunStore,
+    model_cfg: ModelConfig,
+    tools: ToolExecutor,
+    hooks: HookRunner | None,
+    events: EventSink | None,
+    cancel: CancelToken | None,
+    stream: bool,
+    run_id: str,
+    resume: bool,
+    approvals: dict[str, bool] | None,
+) -> ChatReply:
     ctx = RunContext(
         tenant_id=str(session.tenant_id),
         user_id=str(session.user_id or ""),
@@ -226,6 +269,7 @@ async def run_started_turn(
                 approvals=approvals,
                 config=turn_config(agent, model_cfg, stream=stream, events=events),
                 events=events,
+                hooks=hooks,
                 cheap_model=cheap,
             )
         else:
@@ -238,6 +282,7 @@ async def run_started_turn(
                 prompt=prompt,
                 config=turn_config(agent, model_cfg, stream=stream, events=events),
                 events=events,
+                hooks=hooks,
                 cheap_model=cheap,
                 remember=remember,
                 save_title=save_title if not session.title else None,
@@ -387,6 +432,7 @@ async def _tools(
     command: SlashCommand, session: Session, agent: ResolvedAgent, tools_factory: ToolsFactory
 ) -> str:
     tools = await tools_factory(agent, session)
+    await close_tools(tools)
     names = [d.name for d in tools.definitions()]
     return "Tools: " + (", ".join(names) if names else "none")
 
@@ -404,16 +450,19 @@ async def _compact(
         agent_id=str(agent.agent_id),
         session_id=str(session.pk),
     )
-    result = await compact_session(
-        model=model_spec(model_cfg),
-        tools=tools,
-        store=store,
-        ctx=ctx,
-        prompt=prompt_context(agent, session, tools, model_cfg, first_run=False),
-        config=turn_config(agent, model_cfg),
-        cheap_model=model_spec(agent.cheap_model) if agent.cheap_model else None,
-        strategy="summarize",
-    )
+    try:
+        result = await compact_session(
+            model=model_spec(model_cfg),
+            tools=tools,
+            store=store,
+            ctx=ctx,
+            prompt=prompt_context(agent, session, tools, model_cfg, first_run=False),
+            config=turn_config(agent, model_cfg),
+            cheap_model=model_spec(agent.cheap_model) if agent.cheap_model else None,
+            strategy="summarize",
+        )
+    finally:
+        await close_tools(tools)
     if result.error:
         text = f"Compaction failed, history kept as it was: {result.error}"
     elif not result.compacted:

@@ -21,6 +21,7 @@ from agents.models import (
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
 from tests.fixtures.tenants import PASSWORD
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
 
 TENANT_MODELS = [m for m in admin.site._registry if issubclass(m, TenantOwned)]
 
@@ -43,6 +44,11 @@ def objects_of(tenant_set) -> dict[type, object]:
         Session: Session.objects.unscoped(),
         UsageRecord: UsageRecord.objects.unscoped(),
         Run: Run.objects.unscoped(),
+        Hook: Hook.objects.unscoped(),
+        McpServer: McpServer.objects.unscoped(),
+        HttpTool: HttpTool.objects.unscoped(),
+        Skill: Skill.objects.unscoped(),
+        AllowedHost: AllowedHost.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -64,6 +70,11 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         Session,
         UsageRecord,
         Run,
+        Hook,
+        McpServer,
+        HttpTool,
+        Skill,
+        AllowedHost,
     }
 
 

@@ -1,8 +1,10 @@
-"""Building a configured run executor the way a run does, and calling its tools."""
+"""Running tools the way a run does: a configured run executor (agent settings,
+approval policy, workspace), or a bare registry executor for one tool set."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from agents.actions.conversation import do_create_session
@@ -12,6 +14,7 @@ from agents.runtime.resolution import invalidate, resolve_agent
 from agents.runtime.tools import session_role
 from tools_app.executor import ConfiguredToolExecutor, load_run_tools
 from tools_app.models import AgentToolConfig, ToolSetting
+from tools_app.registry import Registry, RegistryToolExecutor, Tool, ToolSet
 
 
 def configure(agent: Any, **fields: Any) -> AgentToolConfig:
@@ -70,3 +73,29 @@ class Run:
         return asyncio.run(
             self.executor.execute(ToolCallPart(f"call_{self.calls}", name, arguments), self.ctx)
         )
+
+
+def ctx_for(tenant_set: Any = None, **kw: Any) -> RunContext:
+    if tenant_set is None:
+        return RunContext(tenant_id="", **kw)
+    return RunContext(
+        tenant_id=str(tenant_set.tenant.pk),
+        agent_id=str(tenant_set.agent.pk),
+        user_id=str(tenant_set.member.pk),
+        session_id="s1",
+        run_id="r1",
+        **kw,
+    )
+
+
+async def call(
+    tools: Tool | ToolSet | Sequence[ToolSet], name: str, args: dict[str, Any], ctx: RunContext
+) -> ToolResultPart:
+    if isinstance(tools, Tool):
+        tools = Registry("test", [tools])
+    executor = RegistryToolExecutor(tools, role="member")
+    return await executor.execute(ToolCallPart("call_1", name, args), ctx)
+
+
+def call_sync(tools: Any, name: str, args: dict[str, Any], ctx: RunContext) -> ToolResultPart:
+    return asyncio.run(call(tools, name, args, ctx))

@@ -85,7 +85,8 @@ def test_a_member_signs_in_picks_an_agent_and_watches_the_reply_stream_in(
 
     send(page, "Why are there tides?")
     page.wait_for_selector(".user-msg >> text=Why are there tides?")
-    live = page.wait_for_selector(".assistant-text.live")
+    live = page.locator(".assistant-text.live")
+    live.wait_for()
     first = live.inner_text()
     page.wait_for_function(
         "n => { const t = document.querySelector('.assistant-text.live'); return t && t.innerText.length > n }",
@@ -111,18 +112,21 @@ def test_a_tool_call_shows_as_a_card_with_input_output_and_duration(
     session = chat_session(live_agent)
     page = open_session(browser, stack, live_agent, session)
     send(page, "Weather in Oslo?")
-    card = page.wait_for_selector('.tool-card[data-call="call_weather"].status-done')
-    assert card.query_selector(".tool-name").inner_text() == "lookup_weather"
-    assert re.match(r"\d+ (ms|s)", card.query_selector(".tool-duration").inner_text())
-    card.query_selector("summary").click()
-    assert '"city": "Oslo"' in card.query_selector(".tool-input").inner_text()
-    assert "Sunny, 21 degrees" in card.query_selector(".tool-output").inner_text()
+    # Locators, not element handles: the transcript redraws a turn on every event.
+    card = page.locator('.tool-card[data-call="call_weather"].status-done')
+    card.wait_for()
     page.wait_for_selector(".assistant-text >> text=It is sunny in Oslo.")
+    assert card.locator(".tool-name").inner_text() == "lookup_weather"
+    assert re.match(r"\d+ (ms|s)", card.locator(".tool-duration").inner_text())
+    card.locator("summary").click()
+    assert '"city": "Oslo"' in card.locator(".tool-input").inner_text()
+    assert "Sunny, 21 degrees" in card.locator(".tool-output").inner_text()
 
     # A reload draws the same card from the database.
     page.reload()
-    card = page.wait_for_selector('.tool-card[data-call="call_weather"].status-done')
-    assert card.query_selector(".tool-name").inner_text() == "lookup_weather"
+    card = page.locator('.tool-card[data-call="call_weather"].status-done')
+    card.wait_for()
+    assert card.locator(".tool-name").inner_text() == "lookup_weather"
 
 
 def test_approving_a_risky_call_in_the_ui_resumes_the_run(
@@ -135,11 +139,12 @@ def test_approving_a_risky_call_in_the_ui_resumes_the_run(
     session = chat_session(live_agent)
     page = open_session(browser, stack, live_agent, session)
     send(page, "Delete notes.txt")
-    card = page.wait_for_selector('.tool-card[data-call="call_delete"].status-awaiting')
+    card = page.locator('.tool-card[data-call="call_delete"].status-awaiting')
+    card.wait_for()
     assert "deleting files needs a person's yes" in card.inner_text()
     page.wait_for_selector(".run-status.waiting")
     wait_for_status(session, RunStatus.AWAITING_APPROVAL)
-    card.query_selector("button.approve").click()
+    card.locator("button.approve").click()
     page.wait_for_selector('.tool-card[data-call="call_delete"].status-done')
     page.wait_for_selector(".assistant-text >> text=Deleted notes.txt as you approved.")
     run = wait_for_status(session, RunStatus.COMPLETED)
@@ -184,7 +189,8 @@ def test_a_reload_mid_stream_shows_the_whole_message_without_a_second_llm_call(
     page.reload()
     page.wait_for_selector("body[data-socket=open]", state="attached")
     # Mid-stream after the reload: what is shown is the reply so far, and it grows.
-    live = page.wait_for_selector(".assistant-text.live")
+    live = page.locator(".assistant-text.live")
+    live.wait_for()
     shown = live.inner_text()
     assert len(shown) > 0
     page.wait_for_selector(".assistant-text:not(.live) >> text=neap tides when they do not")
@@ -235,7 +241,8 @@ def test_a_provider_failure_shows_as_a_message_in_the_conversation(
     session = chat_session(live_agent)
     page = open_session(browser, stack, live_agent, session)
     send(page, "Hello?")
-    error = page.wait_for_selector(".run-error")
+    error = page.locator(".run-error")
+    error.wait_for()
     assert "failed" in error.inner_text().lower()
     assert "Traceback" not in error.inner_text()
     assert page.locator(".user-msg", has_text="Hello?").count() == 1
@@ -252,7 +259,8 @@ def test_slash_command_hints_complete_and_commands_answer_without_a_run(
     page.press("#message", "Tab")
     assert page.input_value("#message") == "/help "
     page.press("#message", "Enter")
-    note = page.wait_for_selector(".note.command")
+    note = page.locator(".note.command")
+    note.wait_for()
     assert "/undo" in note.inner_text()
     assert run_of(session) is None
 

@@ -1,0 +1,158 @@
+"""Admin for the tenant's tool extensions: hooks, MCP servers, HTTP tools, skills and
+the allow-list of internal hosts. Tenant-scoped and audited (TenantScopedAdmin);
+secrets are write-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin
+from django.http import HttpRequest
+
+from claw_platform.admin.scoped import TenantScopedAdmin
+from tools_app.admin._secrets import SecretMapFormMixin, SecretTextFormMixin
+from tools_app.hooks.callables import registered_callables
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
+
+
+class HookForm(SecretTextFormMixin, forms.ModelForm):
+    """Built per request by the admin (its agent choices are the tenant's)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [("", "---------"), *registered_callables().items()]
+        self.fields["callable"] = forms.ChoiceField(
+            choices=choices,
+            required=False,
+            help_text="Python hooks the operator registered (kind python). The ready-made ones are off "
+            "until you add a hook that uses them.",
+        )
+
+
+@admin.register(Hook)
+class HookAdmin(TenantScopedAdmin):
+    form = HookForm
+    fields = [
+        "name",
+        "description",
+        "event",
+        "kind",
+        "enabled",
+        "priority",
+        "on_error",
+        "timeout_ms",
+        "agents",
+        "command",
+        "url",
+        "secret",
+        "callable",
+        "config",
+    ]
+    list_display = ["name", "event", "kind", "priority", "on_error", "enabled"]
+    list_filter = ["event", "kind", "enabled"]
+    search_fields = ["name", "description"]
+    filter_horizontal = ["agents"]
+
+
+class McpServerForm(SecretMapFormMixin, forms.ModelForm):
+    secret_map_fields = {"env": "Environment", "headers": "Headers"}
+    header_fields = frozenset({"headers"})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        approved = sorted(settings.CLAW_MCP_STDIO_COMMANDS)
+        self.fields["command"] = forms.ChoiceField(
+            choices=[("", "---------"), *((name, name) for name in approved)],
+            required=False,
+            help_text="stdio: the commands the operator approved (CLAW_MCP_STDIO_COMMANDS).",
+        )
+
+
+@admin.register(McpServer)
+class McpServerAdmin(TenantScopedAdmin):
+    form = McpServerForm
+    fields = [
+        "name",
+        "description",
+        "transport",
+        "command",
+        "args",
+        "env",
+        "url",
+        "headers",
+        "timeout_seconds",
+        "rate_limit_per_minute",
+        "max_concurrency",
+        "circuit_failure_threshold",
+        "circuit_cooldown_seconds",
+        "enabled",
+        "agents",
+    ]
+    list_display = [
+        "name",
+        "transport",
+        "command",
+        "url",
+        "timeout_seconds",
+        "rate_limit_per_minute",
+        "enabled",
+    ]
+    list_filter = ["transport", "enabled"]
+    search_fields = ["name", "description", "url"]
+    filter_horizontal = ["agents"]
+    actions = ["refresh_tools"]
+
+    @admin.action(description="Fetch the tool lists of the selected servers again")
+    def refresh_tools(self, request: HttpRequest, queryset: Any) -> None:
+        # A new revision of the row: every process fetches the list at its next run.
+        for server in queryset:
+            server.save(update_fields=["updated_at"])
+        self.message_user(request, "The tool lists will be fetched again at the next run.")
+
+
+class HttpToolForm(SecretMapFormMixin, forms.ModelForm):
+    secret_map_fields = {"headers": "Headers"}
+    header_fields = frozenset({"headers"})
+
+
+@admin.register(HttpTool)
+class HttpToolAdmin(TenantScopedAdmin):
+    form = HttpToolForm
+    fields = [
+        "name",
+        "description",
+        "input_schema",
+        "method",
+        "url_template",
+        "headers",
+        "timeout_seconds",
+        "max_response_bytes",
+        "enabled",
+        "agents",
+    ]
+    list_display = ["name", "method", "url_template", "enabled"]
+    list_filter = ["method", "enabled"]
+    search_fields = ["name", "description", "url_template"]
+    filter_horizontal = ["agents"]
+
+
+@admin.register(Skill)
+class SkillAdmin(TenantScopedAdmin):
+    list_display = ["name", "description", "enabled"]
+    list_filter = ["enabled"]
+    search_fields = ["name", "description", "body"]
+    filter_horizontal = ["agents"]
+
+
+@admin.register(AllowedHost)
+class AllowedHostAdmin(TenantScopedAdmin):
+    list_display = ["pattern", "port", "note"]
+    search_fields = ["pattern", "note"]
+
+
+# The per-agent tool settings, shown as inlines on the Agent page (agents.admin).
+from tools_app.admin.agent_inlines import AGENT_TOOL_INLINES  # noqa: E402
+
+__all__ = ["AGENT_TOOL_INLINES"]
