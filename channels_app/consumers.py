@@ -236,6 +236,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 seq=event.seq,
                 event_type=event.type,
                 payload=event.payload,
+                tenant_id=self.session.tenant_id,
             )
 
     async def _error(self, message: str) -> None:

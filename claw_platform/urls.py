@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from claw_platform.ops import views as ops_views
 
@@ -9,4 +9,9 @@ urlpatterns = [
     path("healthz", ops_views.healthz, name="healthz"),
     path("readyz", ops_views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path("", include("claw_platform.api.urls")),
 ]
+
+# Under /api/ and /v1/ a missing route or a crash answers in the API's error shape.
+handler404 = "claw_platform.api.errors.json_not_found"
+handler500 = "claw_platform.api.errors.json_server_error"
