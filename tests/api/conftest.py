@@ -43,3 +43,18 @@ def body_of(response: Any) -> Any:
     if getattr(response, "streaming", False):
         return json.loads(b"".join(response))
     return response.json()
+
+
+@pytest.fixture(autouse=True)
+def _in_process_channel_layer(settings: Any) -> Iterator[None]:
+    """These tests run server, runs and clients in one process: the in-memory layer
+    serves them, and the PostgreSQL layer's state (its listener is bound to the
+    event loop that first used it) stays as the channel tests expect it. The API's
+    listeners also read the database, so a late wake-up costs a poll, not an event.
+    bench/api runs the real processes over the PostgreSQL layer."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
