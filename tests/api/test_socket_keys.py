@@ -19,7 +19,9 @@ pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "chan
 async def open_api_socket(session_id: Any) -> WebsocketCommunicator:
     from claw_platform.asgi import application
 
-    communicator = WebsocketCommunicator(application, f"/ws/sessions/{session_id}/", headers=[(b"host", b"127.0.0.1")])
+    communicator = WebsocketCommunicator(
+        application, f"/ws/sessions/{session_id}/", headers=[(b"host", b"127.0.0.1")]
+    )
     connected, _ = await communicator.connect(timeout=10)
     assert connected
     return communicator
@@ -30,7 +32,10 @@ async def test_a_key_in_the_first_frame_opens_the_session_and_can_send(tenant_a:
     key = await sync_to_async(make_key)(tenant_a, "write")
     communicator = await open_api_socket(session.pk)
     await communicator.send_json_to({"type": "auth", "key": key})
-    assert await communicator.receive_json_from(timeout=10) == {"type": "authenticated", "payload": {"can_act": True}}
+    assert await communicator.receive_json_from(timeout=10) == {
+        "type": "authenticated",
+        "payload": {"can_act": True},
+    }
     await communicator.send_json_to({"type": "message", "text": "hello by key"})
     for _ in range(100):
         run = await sync_to_async(lambda: Run.objects.unscoped().filter(session_id=session.pk).first())()

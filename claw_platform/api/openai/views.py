@@ -23,7 +23,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
 
-from agents.actions.conversation import session_for_external_key
+from agents.actions.conversation import do_set_title, session_for_external_key
 from agents.actions.runs import do_send_message
 from agents.engine.commands import parse_slash_command
 from agents.models import Agent, Message, Run, RunStatus, UsageRecord
@@ -197,9 +197,17 @@ def _start(principal: Principal, chat: ChatRequest, session_key: str) -> _Starte
                 session = session_for_external_key(
                     agent, f"openai:{agent.slug}:{key}", user=principal.session_user, channel="openai"
                 )
+                if not session.title:
+                    do_set_title(session, _title(chat.text))
+                    session.title = _title(chat.text)
             else:
+                # Titled from the first message: no extra LLM call for a title per request.
                 session = do_open_api_session(
-                    agent, user=principal.session_user, acting_user=principal.acting_user, channel="openai"
+                    agent,
+                    user=principal.session_user,
+                    acting_user=principal.acting_user,
+                    channel="openai",
+                    title=_title(chat.text),
                 )
             if chat.history and not Message.objects.filter(session=session).exists():
                 do_seed_history(session, chat.history)
@@ -216,6 +224,11 @@ def _start(principal: Principal, chat: ChatRequest, session_key: str) -> _Starte
         if command is not None:
             return _Started(None, session.pk, agent.slug, command_text="Stopped.")
         return _Started(run, session.pk, agent.slug)
+
+
+def _title(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 80 else line[:79] + "…"
 
 
 def _outcome_text(run: Run | None) -> str:

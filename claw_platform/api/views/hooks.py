@@ -28,7 +28,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.actions.conversation import session_for_external_key
+from agents.actions.conversation import do_set_title, session_for_external_key
 from agents.actions.runs import do_send_message
 from agents.models import Agent, Run
 from claw_platform.api.actions.sessions import do_open_api_session
