@@ -12,7 +12,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from claw_platform.api.principal import Principal
 
 
-def client_ip(request: Any) -> str:
+def source_address(request: Any) -> str:
     return str(request.META.get("REMOTE_ADDR") or "unknown")
 
 
@@ -36,7 +36,7 @@ class PairRateThrottle(SimpleRateThrottle):
     scope = "pair"
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
-        return self.cache_format % {"scope": self.scope, "ident": client_ip(request)}
+        return self.cache_format % {"scope": self.scope, "ident": source_address(request)}
 
 
 class FixedRateThrottle(SimpleRateThrottle):

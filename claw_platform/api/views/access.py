@@ -31,7 +31,8 @@ from claw_platform.api.serializers.access import (
     PairingCodeSerializer,
     PairSerializer,
 )
-from claw_platform.api.throttling import LockOut, PairRateThrottle, client_ip
+from claw_platform.api.throttling import LockOut, PairRateThrottle, source_address
+from claw_platform.audit.actions import client_ip
 from claw_platform.api.views.base import TenantAPIView, TenantViewSet
 from claw_platform.tenancy.models import Tenant
 
@@ -140,7 +141,7 @@ class PairView(APIView):
     )
     def post(self, request: Request) -> Response:
         ip = client_ip(request)
-        lockout = pair_lockout(ip)
+        lockout = pair_lockout(source_address(request))
         left = lockout.locked_for()
         if left is not None:
             raise _locked(left)

@@ -37,7 +37,7 @@ from claw_platform.api.live import settle_run
 from claw_platform.api.models import AgentWebhook, IdempotencyRecord, WebhookMode
 from claw_platform.api.serializers.base import StrictSerializer
 from claw_platform.api.serializers.conversation import MAX_MESSAGE_CHARS, RunSerializer, run_payload
-from claw_platform.api.throttling import FixedRateThrottle, client_ip
+from claw_platform.api.throttling import FixedRateThrottle, source_address
 from claw_platform.api.views.base import TenantAPIView
 
 MAX_HOOK_BODY_BYTES = 64 * 1024
@@ -127,7 +127,7 @@ class HookView(TenantAPIView):
         webhook = AgentWebhook.objects.filter(agent=agent).first() or DEFAULT_WEBHOOK
         if not webhook.enabled:
             raise ApiError(404, "not_found", "No such hook.")
-        source = f"hook_{agent.pk}_{self.principal.api_key.pk if self.principal.api_key else 'u'}_{client_ip(request)}"
+        source = f"hook_{agent.pk}_{self.principal.api_key.pk if self.principal.api_key else 'u'}_{source_address(request)}"
         throttle = FixedRateThrottle(f"{webhook.rate_per_minute}/min", source)
         if not throttle.allow_request(request, self):
             self.throttled(request, throttle.wait())
