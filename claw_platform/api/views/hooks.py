@@ -172,12 +172,17 @@ class HookView(TenantAPIView):
             session = session_for_external_key(
                 agent, f"hook:{key}", user=self.principal.session_user, channel="webhook"
             )
+            if not session.title:
+                # Titled here: no extra LLM call for a title per hook.
+                do_set_title(session, f"webhook {key}")
+                session.title = f"webhook {key}"
         else:
             session = do_open_api_session(
                 agent,
                 user=self.principal.session_user,
                 acting_user=self.principal.acting_user,
                 channel="webhook",
+                title=" ".join(data["message"].split())[:80],
             )
         run = do_send_message(session, data["message"], acting_user=self.principal.acting_user)
         if run is None:
