@@ -24,6 +24,7 @@ if env_bool("CLAW_SERVE_STATIC", False):
 # Imported after Django is set up: the consumers import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import URLRouter  # noqa: E402
+
 from channels_app.origin import OriginOrKeyClientValidator  # noqa: E402
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
 

@@ -53,8 +53,8 @@ def methods_of(callback: Any) -> list[str]:
         return sorted(m.upper() for m in actions if m in allowed)
     view_class = (
         getattr(callback, "view_class", None)
-        or getattr(getattr(callback, "cls", None), "__name__", None)
-        and callback.cls
+        or (getattr(getattr(callback, "cls", None), "__name__", None)
+        and callback.cls)
     )
     if view_class is not None:
         return sorted(m.upper() for m in ("get", "post", "put", "patch", "delete") if hasattr(view_class, m))

@@ -28,7 +28,9 @@ def admin_key(live_agent, fake_llm, inline_runs, settings):
 def test_the_api_never_errors_and_keeps_to_its_schema(admin_key):
     from django.core.wsgi import get_wsgi_application
 
-    api = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application()).exclude(path="/api/v1/events/")
+    api = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application()).exclude(
+        path="/api/v1/events/"
+    )
     headers = {"Authorization": f"Bearer {admin_key}"}
     checks = [not_a_server_error, response_schema_conformance, content_type_conformance]
     operations = 0
@@ -37,7 +39,13 @@ def test_the_api_never_errors_and_keeps_to_its_schema(admin_key):
         operations += 1
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True, database=None)
+        @settings(
+            max_examples=12,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+            database=None,
+        )
         def exercise(case):
             response = case.call(headers=headers)
             case.validate_response(response, checks=checks)

@@ -32,8 +32,8 @@ from claw_platform.api.serializers.access import (
     PairSerializer,
 )
 from claw_platform.api.throttling import LockOut, PairRateThrottle, source_address
-from claw_platform.audit.actions import client_ip
 from claw_platform.api.views.base import TenantAPIView, TenantViewSet
+from claw_platform.audit.actions import client_ip
 from claw_platform.tenancy.models import Tenant
 
 
