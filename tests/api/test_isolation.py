@@ -51,10 +51,8 @@ def methods_of(callback: Any) -> list[str]:
     if actions:
         allowed = callback.initkwargs.get("http_method_names", callback.cls.http_method_names)
         return sorted(m.upper() for m in actions if m in allowed)
-    view_class = (
-        getattr(callback, "view_class", None)
-        or (getattr(getattr(callback, "cls", None), "__name__", None)
-        and callback.cls)
+    view_class = getattr(callback, "view_class", None) or (
+        getattr(getattr(callback, "cls", None), "__name__", None) and callback.cls
     )
     if view_class is not None:
         return sorted(m.upper() for m in ("get", "post", "put", "patch", "delete") if hasattr(view_class, m))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import django_filters
@@ -122,12 +122,25 @@ class UsageView(TenantAPIView):
         )
 
 
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """Any ISO offset Python accepts, compared in UTC (PostgreSQL refuses offsets
+    beyond ±15:59 that Python parses)."""
+
+    def filter(self, qs: Any, value: Any) -> Any:
+        if value is not None:
+            try:
+                value = value.astimezone(UTC)
+            except (OverflowError, ValueError):
+                raise serializers.ValidationError({self.field_name: ["Out of range."]}) from None
+        return super().filter(qs, value)
+
+
 class AuditFilter(django_filters.FilterSet):
     action = django_filters.CharFilter()
     object_type = django_filters.CharFilter()
     object_id = django_filters.CharFilter()
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = AuditEvent
