@@ -26,10 +26,17 @@ server -> client
 
 Close codes before accept: 4401 not signed in, 4404 no such session (missing, another
 tenant's, or not a member -- indistinguishable on purpose).
+
+API clients (A6) connect without a login session and send an API key first:
+  {"type": "auth", "key": "claw_..."}        -> {"type": "authenticated", "payload": {"can_act": true}}
+A missing, wrong or foreign key (or any other first frame, or none within
+AUTH_FRAME_SECONDS) closes the socket with 4401, or 4404 for a session the key's
+tenant does not have. A write-scope key may act; a read-scope key only reads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -53,6 +60,7 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 MAX_MESSAGE_CHARS = 100_000
 MAX_REPLAY_RUNS = 50
+AUTH_FRAME_SECONDS = 10.0
 
 
 class ClientError(Exception):
@@ -64,10 +72,20 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     can_act: bool
     group: str
 
+    awaiting_key = False
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
+            if _has_origin(self.scope):
+                await self.close(code=CLOSE_UNAUTHENTICATED)
+                return
+            # An API client: it authenticates with its first frame (A6).
+            self.awaiting_key = True
+            await self.accept()
+            self._auth_timer = asyncio.get_running_loop().call_later(
+                AUTH_FRAME_SECONDS, lambda: asyncio.ensure_future(self._close_unauthenticated())
+            )
             return
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         try:
@@ -82,12 +100,38 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
+        timer = getattr(self, "_auth_timer", None)
+        if timer is not None:
+            timer.cancel()
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     # ------------------------------------------------------------ client frames
 
+    async def _close_unauthenticated(self) -> None:
+        if self.awaiting_key:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+
+    async def _authenticate_key(self, content: Any) -> None:
+        from claw_platform.api.sockets import key_session_access
+
+        self.awaiting_key = False
+        self._auth_timer.cancel()
+        key = content.get("key") if isinstance(content, dict) and content.get("type") == "auth" else None
+        session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        access = await database_sync_to_async(key_session_access)(key, session_id)
+        if access is None or isinstance(access, int):
+            await self.close(code=access if isinstance(access, int) else CLOSE_UNAUTHENTICATED)
+            return
+        self.session, self.can_act, self.scope["user"] = access
+        self.group = session_group(self.session.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.send_json({"type": "authenticated", "payload": {"can_act": self.can_act}})
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if self.awaiting_key:
+            await self._authenticate_key(content)
+            return
         kind = content.get("type") if isinstance(content, dict) else None
         handler = {
             "message": self._on_message,
@@ -227,6 +271,10 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def _error(self, message: str) -> None:
         await self.send_json({"type": "error", "payload": {"message": message}})
+
+
+def _has_origin(scope: dict[str, Any]) -> bool:
+    return any(name == b"origin" for name, _value in scope.get("headers", []))
 
 
 def _int(value: Any) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from agents.runtime.events import EPHEMERAL_EVENTS
 from claw_platform.db import db_async
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,11 @@ MAX_RELAYED_PAYLOAD_CHARS = 4_000
 def session_group(session_id: Any) -> str:
     """The channel-layer group of one session's sockets."""
     return f"session_{session_id}"
+
+
+def tenant_group(tenant_id: Any) -> str:
+    """The group of a tenant's event streams (U5): every stored event of its runs."""
+    return f"tenant_{tenant_id}"
 
 
 def event_frame(run_id: Any, seq: int, event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
@@ -55,35 +61,52 @@ class ChannelLayerRelay:
         self._sessions: OrderedDict[Any, Any] = OrderedDict()
 
     async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None:
-        session_id = self._sessions.get(run_id)
-        if session_id is None:
-            session_id = await db_async(_session_of_run)(run_id)
-            if session_id is None:
+        known = self._sessions.get(run_id)
+        if known is None:
+            known = await db_async(_session_of_run)(run_id)
+            if known is None:
                 return
-            self._sessions[run_id] = session_id
+            self._sessions[run_id] = known
             while len(self._sessions) > self.MAX_KNOWN_RUNS:
                 self._sessions.popitem(last=False)
+        session_id, tenant_id = known
         await self.publish(
-            session_id=session_id, run_id=run_id, seq=seq, event_type=event_type, payload=payload
+            session_id=session_id,
+            run_id=run_id,
+            seq=seq,
+            event_type=event_type,
+            payload=payload,
+            tenant_id=tenant_id,
         )
 
     async def publish(
-        self, *, session_id: Any, run_id: Any, seq: int, event_type: str, payload: dict[str, Any]
+        self,
+        *,
+        session_id: Any,
+        run_id: Any,
+        seq: int,
+        event_type: str,
+        payload: dict[str, Any],
+        tenant_id: Any = None,
     ) -> None:
+        """To the session's group; a stored event (not chunk/thinking) also to the
+        tenant's group when ``tenant_id`` is given (the API's event stream, U5)."""
         layer = get_channel_layer(self.layer_alias)
         if layer is None:
             return
         message = {"type": RUN_EVENT_MESSAGE, "event": event_frame(run_id, seq, event_type, slim(payload))}
         try:
             await layer.group_send(session_group(session_id), message)
+            if tenant_id is not None and event_type not in EPHEMERAL_EVENTS:
+                await layer.group_send(tenant_group(tenant_id), message)
         except Exception:
             logger.exception("relaying %s of run %s to session %s failed", event_type, run_id, session_id)
 
 
-def _session_of_run(run_id: int) -> Any:
+def _session_of_run(run_id: int) -> tuple[Any, int] | None:
     from agents.models import Run
 
-    return Run._base_manager.filter(pk=run_id).values_list("session_id", flat=True).first()
+    return Run._base_manager.filter(pk=run_id).values_list("session_id", "tenant_id").first()
 
 
 def slim(payload: dict[str, Any]) -> dict[str, Any]:

@@ -24,15 +24,15 @@ if env_bool("CLAW_SERVE_STATIC", False):
 # Imported after Django is set up: the consumers import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from channels_app.origin import OriginOrKeyClientValidator  # noqa: E402
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_application,
-        # The login session authenticates the socket; the Origin header must name an
-        # allowed host, so another site's page cannot open a socket with our cookie.
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # The login session authenticates a browser's socket, whose Origin must name an
+        # allowed host; an API client (no Origin) sends an API key in its first frame.
+        "websocket": OriginOrKeyClientValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -52,6 +52,9 @@ _GROUP_SEND_SQL = sql.SQL(
     "INSERT INTO {messages} (channel, message, expire) "
     "SELECT DISTINCT channel, %s, %s FROM {groups} WHERE group_key = %s"
 ).format(messages=sql.Identifier(MESSAGE_TABLE), groups=sql.Identifier(GROUP_CHANNEL_TABLE))
+_GROUP_ADD_SQL = sql.SQL("INSERT INTO {groups} (group_key, channel, expire) VALUES (%s, %s, %s)").format(
+    groups=sql.Identifier(GROUP_CHANNEL_TABLE)
+)
 _GROUP_DISCARD_SQL = sql.SQL("DELETE FROM {groups} WHERE group_key = %s AND channel = %s").format(
     groups=sql.Identifier(GROUP_CHANNEL_TABLE)
 )
@@ -204,24 +207,40 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
 
     # ------------------------------------------------------------------- groups
 
+    async def group_add(self, group: str, channel: str) -> None:
+        assert self.require_valid_group_name(group), "Group name not valid"
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        await self._execute(_GROUP_ADD_SQL, (self._group_key(group), channel, _expiry(self.group_expiry)))
+
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         assert self.require_valid_group_name(group), "Group name not valid"
-        pool = await self.django_db.get_db_pool(db_params=self.db_params)
-        async with pool.connection() as conn:
-            await conn.execute(
-                _GROUP_SEND_SQL, (self.serialize(message), _expiry(self.expiry), self._group_key(group))
-            )
+        await self._execute(
+            _GROUP_SEND_SQL, (self.serialize(message), _expiry(self.expiry), self._group_key(group))
+        )
 
     async def group_discard(self, group: str, channel: str, expire: int | None = None) -> None:
         assert self.require_valid_group_name(group), "Group name not valid"
         assert self.require_valid_channel_name(channel), "Channel name not valid"
+        await self._execute(_GROUP_DISCARD_SQL, (self._group_key(group), channel))
+        # Delivered small messages stay until they expire; sweep now and then.
+        if time.monotonic() - self._last_cleanup > self.expiry:
+            self._last_cleanup = time.monotonic()
+            await self._execute(_EXPIRED_SQL, ())
+
+    async def _execute(self, statement: sql.Composed, params: tuple[Any, ...]) -> None:
+        """One statement on a pooled connection. A database restart breaks every idle
+        connection of the pool: the first failure has the pool test them all (and
+        drop the dead), then the statement runs once more."""
         pool = await self.django_db.get_db_pool(db_params=self.db_params)
-        async with pool.connection() as conn:
-            await conn.execute(_GROUP_DISCARD_SQL, (self._group_key(group), channel))
-            # Delivered small messages stay until they expire; sweep now and then.
-            if time.monotonic() - self._last_cleanup > self.expiry:
-                self._last_cleanup = time.monotonic()
-                await conn.execute(_EXPIRED_SQL)
+        for attempt in (1, 2):
+            try:
+                async with pool.connection() as conn:
+                    await conn.execute(statement, params)
+                return
+            except psycopg.OperationalError:
+                if attempt == 2:
+                    raise
+                await pool.check()
 
 
 def _expiry(seconds: int) -> Any:

@@ -241,3 +241,27 @@ def optional_http_url(name: str) -> str:
     if value and urlsplit(value).scheme not in {"http", "https"}:
         raise ConfigError(name, f"expected an http:// or https:// URL, got {value!r}")
     return value.rstrip("/")
+
+
+def cache_config(url: str) -> dict[str, Any]:
+    """The shared cache (API rate limits, pairing lock-outs): ``database`` (default, a
+    table in PostgreSQL, shared by every process), ``redis://…`` or ``memory://`` (one
+    process only: rate limits would not be shared)."""
+    value = url or "database"
+    if value == "database":
+        return {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "claw_cache"}
+    scheme = urlsplit(value).scheme
+    if scheme in {"redis", "rediss"}:
+        return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": value}
+    if scheme == "memory":
+        return {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    raise ConfigError("CLAW_CACHE_URL", f"use database, redis://host:6379/2 or memory://, got {value!r}")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate such as ``600/min`` (DRF's throttle format: n/s, n/min, n/hour, n/day)."""
+    value = env_str(name, default) or default
+    count, _, period = value.partition("/")
+    if not count.strip().isdigit() or int(count) < 1 or period.strip()[:1] not in {"s", "m", "h", "d"}:
+        raise ConfigError(name, f"expected a rate like 600/min or 10/s, got {value!r}")
+    return value

@@ -1,16 +1,17 @@
-"""Database access from asyncio code that outlives requests (workers, relays).
+"""Database access from asyncio code (workers, relays, async views).
 
-Django repairs a broken connection only between requests (``close_old_connections``).
-A worker has no requests: after a database restart every thread of its executor
-would keep a dead connection for good. :func:`db_async` runs a sync function in a
-worker thread like ``sync_to_async(fn, thread_sensitive=False)``, and first drops
-that thread's connections that saw an error and no longer answer, so the call (and
-every later one) reconnects. A healthy connection costs nothing extra: the check
-only runs after an error.
+Django repairs a broken connection only between requests (``close_old_connections``),
+and only in the thread that handled the request. Code that runs sync functions in
+executor threads has no such moment: after a database restart every executor thread
+would keep a dead connection for good. :func:`db_async` runs a sync function like
+``sync_to_async(fn, thread_sensitive=False)``, and first drops that thread's
+connections that saw an error, or that sat idle for a while and no longer answer,
+so the call reconnects. A connection in steady use costs nothing extra.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import wraps
 from typing import Any, TypeVar
@@ -22,20 +23,39 @@ from django.db import InterfaceError, OperationalError, connections
 T = TypeVar("T")
 
 
+# A connection idle this long is tested before use: a database restart breaks idle
+# connections silently, and the first statement on one would fail. Busy connections
+# (the hot paths) are never tested; one a restart breaks mid-burst fails one call.
+IDLE_CHECK_SECONDS = 5.0
+
+
 def drop_broken_connections() -> None:
+    now = time.monotonic()
     for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and conn.errors_occurred:
+        if conn.connection is None:
+            continue
+        idle = now - getattr(conn, "_claw_last_used", now) > IDLE_CHECK_SECONDS
+        if conn.errors_occurred or (idle and not conn.in_atomic_block):
             if conn.is_usable():
                 conn.errors_occurred = False
             else:
                 conn.close()
 
 
+def _mark_used() -> None:
+    now = time.monotonic()
+    for conn in connections.all(initialized_only=True):
+        conn._claw_last_used = now  # type: ignore[attr-defined]
+
+
 def db_async(fn: Callable[..., T]) -> Callable[..., Any]:
     @wraps(fn)
     def call(*args: Any, **kwargs: Any) -> T:
         drop_broken_connections()
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _mark_used()
 
     return sync_to_async(call, thread_sensitive=False)
 

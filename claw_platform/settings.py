@@ -72,12 +72,15 @@ INSTALLED_APPS = [
     "channels_postgres",
     "django_q",
     "rest_framework",
+    "django_filters",
+    "drf_spectacular",
     "claw_platform.tenancy",
     "claw_platform.audit",
     "claw_platform.ops",
     "agents",
     "channels_app",
     "tools_app",
+    "claw_platform.api",
 ]
 
 MIDDLEWARE = [
@@ -124,7 +127,42 @@ LOGIN_REDIRECT_URL = "chat:home"
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {"default": config.cache_config(config.env_str("CLAW_CACHE_URL"))}
+
+# The API (claw_platform/api): DRF, its schema, key auth, one error shape, rate limits.
+CLAW_API_RATE = config.env_rate("CLAW_API_RATE", "600/min")
+CLAW_PAIR_RATE = config.env_rate("CLAW_PAIR_RATE", "10/min")
+CLAW_PAIR_MAX_FAILURES = config.env_int("CLAW_PAIR_MAX_FAILURES", 5, minimum=1)
+CLAW_PAIR_LOCKOUT_SECONDS = config.env_int("CLAW_PAIR_LOCKOUT_SECONDS", 900, minimum=1)
+CLAW_API_WAIT_SECONDS = config.env_int("CLAW_API_WAIT_SECONDS", 300, minimum=1)
+CLAW_SSE_MAX_SECONDS = config.env_int("CLAW_SSE_MAX_SECONDS", 3600, minimum=1)
+CLAW_API_MAX_BODY_BYTES = config.env_int("CLAW_API_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "claw_platform.api.auth.ApiKeyAuthentication",
+        "claw_platform.api.auth.MemberSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["claw_platform.api.permissions.HasScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["claw_platform.api.throttling.PrincipalRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"principal": CLAW_API_RATE, "pair": CLAW_PAIR_RATE},
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PAGINATION_CLASS": "claw_platform.api.pagination.StrictLimitOffsetPagination",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "claw_platform.api.errors.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Claw Platform API",
+    "DESCRIPTION": "Agents, sessions, messages, runs, approvals, usage and audit of one tenant. "
+    "Authenticate with `Authorization: Bearer <key>` or the login session.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": r"/api/v1",
+}
 
 LOGGING = {
     "version": 1,

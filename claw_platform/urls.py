@@ -11,5 +11,10 @@ urlpatterns = [
     path("readyz", ops_views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("chat/", include("channels_app.web.urls")),
+    path("", include("claw_platform.api.urls")),
     path("", RedirectView.as_view(url="/chat/", permanent=False)),
 ]
+
+# Under /api/ and /v1/ a missing route or a crash answers in the API's error shape.
+handler404 = "claw_platform.api.errors.json_not_found"
+handler500 = "claw_platform.api.errors.json_server_error"

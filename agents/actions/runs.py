@@ -59,9 +59,12 @@ def enqueue_run(run_id: int) -> None:
 
 def _check_actor(tenant_id: int, actor: Any) -> None:
     """``actor`` may act on the tenant's runs: a superuser, system code (``None``),
-    or a member who is not a viewer. Others get PermissionDenied."""
+    an API key of the tenant (its scope checked by the API), or a member who is not
+    a viewer. Others get PermissionDenied."""
     if actor is None or getattr(actor, "is_superuser", False):
         return
+    if getattr(actor, "api_key_tenant_id", None) == tenant_id:
+        return  # an API key of this tenant (claw_platform.api.principal.ApiKeyActor)
     role = (
         Membership.objects.unscoped()
         .filter(tenant_id=tenant_id, user_id=getattr(actor, "pk", None))

@@ -15,6 +15,7 @@ COMMANDS = (
     "claw_platform.cli.manage",
     "claw_platform.cli.secrets_key",
     "claw_platform.cli.chat",
+    "claw_platform.cli.apikey",
 )
 
 

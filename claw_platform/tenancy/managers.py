@@ -35,6 +35,11 @@ class TenantManager(models.Manager):
             )
         return qs.filter(tenant_id=tenant_id)
 
+    def none(self) -> TenantQuerySet:
+        # An empty queryset reveals nothing, so it needs no tenant (schema generators
+        # and filters build one to introspect the model).
+        return self.unscoped().none()
+
     def unscoped(self) -> TenantQuerySet:
         return super().get_queryset()  # type: ignore[return-value]
 

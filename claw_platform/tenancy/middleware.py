@@ -1,12 +1,19 @@
 """Sets the request's tenant (``request.tenant``, ``request.membership``) and the
-tenant context for the rest of the request."""
+tenant context for the rest of the request.
+
+Sync and async: under ASGI an all-async middleware chain lets async views (the
+OpenAI-compatible endpoint) and streamed responses wait without holding a thread.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest, HttpResponse
 
+from claw_platform.db import db_async
 from claw_platform.tenancy.context import reset_scope, set_scope
 from claw_platform.tenancy.lookup import active_membership
 
@@ -14,17 +21,42 @@ SESSION_TENANT_KEY = "claw_tenant_id"
 
 
 class TenantMiddleware:
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    sync_capable = True
+    async_capable = True
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self.__acall__(request)
         membership = None
         if request.user.is_authenticated:
             membership = active_membership(request.user, request.session.get(SESSION_TENANT_KEY))
-        request.membership = membership  # type: ignore[attr-defined]
-        request.tenant = membership.tenant if membership else None  # type: ignore[attr-defined]
-        token = set_scope(membership.tenant_id if membership else None)
+        token = self._bind(request, membership)
         try:
             return self.get_response(request)
         finally:
             reset_scope(token)
+
+    async def __acall__(self, request: HttpRequest) -> HttpResponse:
+        membership = None
+        user = await request.auser()  # type: ignore[attr-defined]
+        if user.is_authenticated:
+            preferred = await sync_to_async(request.session.get)(SESSION_TENANT_KEY)
+            membership = await db_async(active_membership)(user, preferred)
+        token = self._bind(request, membership)
+        try:
+            response: Awaitable[HttpResponse] = self.get_response(request)
+            return await response
+        finally:
+            reset_scope(token)
+
+    @staticmethod
+    def _bind(request: HttpRequest, membership: Any) -> object:
+        request.membership = membership  # type: ignore[attr-defined]
+        request.tenant = membership.tenant if membership else None  # type: ignore[attr-defined]
+        return set_scope(membership.tenant_id if membership else None)

@@ -18,12 +18,20 @@ from agents.models import (
     Session,
     UsageRecord,
 )
+from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
-from tests.fixtures.tenants import PASSWORD
+from tests.fixtures.tenants import PASSWORD, make_api_rows
 from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
 
 TENANT_MODELS = [m for m in admin.site._registry if issubclass(m, TenantOwned)]
+
+
+@pytest.fixture(autouse=True)
+def _api_rows(tenant_a, tenant_b) -> None:
+    """A row in each API table too, for both tenants."""
+    for prefix, tenant_set in (("a", tenant_a), ("b", tenant_b)):
+        make_api_rows(tenant_set.tenant, prefix, tenant_set.owner, tenant_set.agent)
 
 
 def client_for(user) -> Client:
@@ -49,6 +57,9 @@ def objects_of(tenant_set) -> dict[type, object]:
         HttpTool: HttpTool.objects.unscoped(),
         Skill: Skill.objects.unscoped(),
         AllowedHost: AllowedHost.objects.unscoped(),
+        ApiKey: ApiKey.objects.unscoped(),
+        PairingCode: PairingCode.objects.unscoped(),
+        AgentWebhook: AgentWebhook.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -75,6 +86,9 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         HttpTool,
         Skill,
         AllowedHost,
+        ApiKey,
+        PairingCode,
+        AgentWebhook,
     }
 
 

@@ -1,0 +1,291 @@
+#!/usr/bin/env python
+"""What the API adds on top of a run, and /v1/chat/completions under load.
+
+    .venv/bin/python bench/api/run.py [--runs 40] [--clients 50] [--requests 300]
+
+Starts the real topology on this machine: an embedded PostgreSQL, Daphne serving the
+ASGI application, one ``claw_worker`` (django-q2 cluster + the run loop), the fake LLM
+(OpenAI wire, answering at once) and the PostgreSQL channel layer. Then:
+
+1. ``wait`` mode overhead: ``POST /api/v1/sessions/<id>/messages/`` with
+   ``mode=wait``, one after another; the overhead of a call is its wall time minus
+   the run's own time (``finished_at - created_at`` of its Run row: queueing, the
+   worker's claim, the agent loop and the LLM). Target: p50 < 10 ms.
+2. ``/v1/chat/completions`` throughput with ``--clients`` concurrent clients.
+3. The same load through a LiteLLM proxy to the same fake LLM, if ``litellm`` is
+   installed (otherwise the reason it was skipped is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def wait_http(url: str, timeout: float = 60) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{url} did not answer in {timeout} s")
+
+
+def setup_tenant(fake_url: str) -> str:
+    from agents.actions.config import do_create_agent, do_create_model_profile, do_create_provider
+    from claw_platform.api.actions.keys import do_create_api_key
+    from claw_platform.tenancy.actions import do_create_tenant
+
+    tenant = do_create_tenant("Bench", slug="bench")
+    provider = do_create_provider(
+        tenant, name="fake", kind="openai_compatible", base_url=fake_url, api_key="k"
+    )
+    model = do_create_model_profile(
+        provider, model="fake-model", context_window=32_000, max_output_tokens=1024
+    )
+    do_create_agent(tenant, slug="assistant", name="Assistant", model=model, files={"SOUL.md": "Be brief."})
+    _key, plaintext = do_create_api_key(tenant, name="bench", scopes=["write"], acting_user="bench")
+    return plaintext
+
+
+def measure_wait_overhead(base: str, key: str, runs: int) -> list[float]:
+    import httpx
+
+    from agents.models import Run
+
+    headers = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+        session = client.post("/api/v1/sessions/", json={"agent": "assistant", "title": "bench"}).json()
+        overheads = []
+        for i in range(runs + 3):
+            began = time.perf_counter()
+            response = client.post(
+                f"/api/v1/sessions/{session['id']}/messages/", json={"text": f"hi {i}", "mode": "wait"}
+            )
+            wall = time.perf_counter() - began
+            body = response.json()
+            assert body.get("status") == "completed", body
+            run = Run.objects.unscoped().get(pk=body["id"])
+            assert run.finished_at is not None
+            own = (run.finished_at - run.created_at).total_seconds()
+            if i >= 3:  # warm-up: first connections, caches
+                overheads.append((wall - own) * 1000)
+    return overheads
+
+
+async def load(url: str, key: str, model: str, clients: int, requests: int) -> tuple[float, list[float], int]:
+    import httpx
+
+    latencies: list[float] = []
+    errors = 0
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(requests):
+        queue.put_nowait(i)
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(
+        headers={"Authorization": f"Bearer {key}"}, timeout=120, limits=limits
+    ) as client:
+
+        async def worker() -> None:
+            nonlocal errors
+            while True:
+                try:
+                    i = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                began = time.perf_counter()
+                response = await client.post(
+                    url, json={"model": model, "messages": [{"role": "user", "content": f"hello {i}"}]}
+                )
+                if response.status_code == 200 and response.json()["choices"][0]["message"]["content"]:
+                    latencies.append((time.perf_counter() - began) * 1000)
+                else:
+                    errors += 1
+
+        began = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        elapsed = time.perf_counter() - began
+    return elapsed, latencies, errors
+
+
+def report_load(label: str, elapsed: float, latencies: list[float], errors: int) -> None:
+    done = len(latencies)
+    print(
+        f"{label}: {done / elapsed:7.1f} req/s  ({done} ok, {errors} failed in {elapsed:.1f} s; "
+        f"latency p50 {percentile(latencies, 0.5):.0f} ms, p95 {percentile(latencies, 0.95):.0f} ms)"
+        if latencies
+        else f"{label}: no successful request ({errors} failed)"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=300)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="claw-bench-api-"))
+    from claw_platform.embedded_db import start_embedded_database
+
+    database = start_embedded_database(work / "pgdata")
+    procs: list[subprocess.Popen[bytes]] = []
+    from tests.fakes.fake_llm import FakeLLM, Turn
+
+    fake = FakeLLM(default_reply=Turn(text="Benchmark reply.")).start()
+    try:
+        env = {
+            **os.environ,
+            "DATABASE_URL": database.url,
+            "CLAW_VAR_DIR": str(work / "var"),
+            "DJANGO_SETTINGS_MODULE": "claw_platform.settings",
+            "CHANNEL_LAYER_URL": "postgres",
+            "CLAW_RUNS_PER_TENANT": "200",
+            "CLAW_RUNS_PER_WORKER": "200",
+            "CLAW_API_RATE": "1000000/min",
+            "LOG_LEVEL": "WARNING",
+            "PYTHONPATH": str(ROOT),
+        }
+        os.environ.update(
+            {
+                k: env[k]
+                for k in ("DATABASE_URL", "CLAW_VAR_DIR", "DJANGO_SETTINGS_MODULE", "CHANNEL_LAYER_URL")
+            }
+        )
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0, interactive=False)
+        key = setup_tenant(fake.openai_base_url)
+        port = free_port()
+        log = (work / "servers.log").open("ab")
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "claw_platform.asgi:application",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(ROOT / "manage.py"), "claw_worker"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        )
+        base = f"http://127.0.0.1:{port}"
+        wait_http(f"{base}/healthz")
+        print(f"API on {base}, worker and fake LLM up; PostgreSQL channel layer; {os.cpu_count()} CPUs")
+
+        overheads = measure_wait_overhead(base, key, args.runs)
+        print(
+            f"wait-mode overhead over the run ({len(overheads)} calls): p50 {statistics.median(overheads):.1f} ms, "
+            f"p95 {percentile(overheads, 0.95):.1f} ms, max {max(overheads):.1f} ms  (target p50 < 10 ms)"
+        )
+        elapsed, latencies, errors = asyncio.run(
+            load(f"{base}/v1/chat/completions", key, "assistant", args.clients, args.requests)
+        )
+        report_load(f"/v1/chat/completions, {args.clients} clients", elapsed, latencies, errors)
+        run_litellm(fake.openai_base_url, args, env)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 15)
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)
+        fake.stop()
+        database.stop()
+    return 0
+
+
+def run_litellm(fake_url: str, args: argparse.Namespace, env: dict[str, str]) -> None:
+    try:
+        import litellm  # noqa: F401
+    except ImportError:
+        print("LiteLLM proxy: skipped (litellm is not installed; `pip install 'litellm[proxy]'` to compare)")
+        return
+    port = free_port()
+    config = Path(tempfile.mkdtemp()) / "litellm.yaml"
+    config.write_text(
+        "model_list:\n  - model_name: fake\n    litellm_params:\n"
+        f"      model: openai/fake-model\n      api_base: {fake_url}\n      api_key: k\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "litellm",
+            "--config",
+            str(config),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+        ],
+        env={**env, "LITELLM_LOG": "ERROR"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health/liveliness", timeout=120)
+        elapsed, latencies, errors = asyncio.run(
+            load(f"http://127.0.0.1:{port}/v1/chat/completions", "k", "fake", args.clients, args.requests)
+        )
+        report_load(f"LiteLLM proxy, {args.clients} clients", elapsed, latencies, errors)
+    except SystemExit as exc:
+        print(f"LiteLLM proxy: skipped ({exc})")
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=15)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class ApiConfig(AppConfig):
+    name = "claw_platform.api"
+    label = "api"
+    verbose_name = "API keys, webhooks and pairing"
+
+    def ready(self) -> None:
+        from claw_platform.api import schema  # noqa: F401  (registers the auth schemes)

@@ -1,0 +1,91 @@
+"""Rate limits (X4) with DRF's throttles over the shared cache (``CLAW_CACHE_URL``:
+a PostgreSQL table by default, so every Daphne process counts against one budget)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.cache import cache
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+from claw_platform.api.principal import Principal
+
+
+def source_address(request: Any) -> str:
+    return str(request.META.get("REMOTE_ADDR") or "unknown")
+
+
+class PrincipalRateThrottle(SimpleRateThrottle):
+    """Every call of an API key (or a signed-in member) counts against its own budget
+    (``CLAW_API_RATE``, 600/min by default)."""
+
+    scope = "principal"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        principal = request.auth
+        if not isinstance(principal, Principal):
+            return None
+        ident = f"key{principal.api_key.pk}" if principal.api_key else f"user{principal.user.pk}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class PairRateThrottle(SimpleRateThrottle):
+    """Pairing attempts per client address (``CLAW_PAIR_RATE``, ZeroClaw's 10/min)."""
+
+    scope = "pair"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        return self.cache_format % {"scope": self.scope, "ident": source_address(request)}
+
+
+class FixedRateThrottle(SimpleRateThrottle):
+    """A throttle with its rate and key given at call time (webhook sources)."""
+
+    def __init__(self, rate: str, key: str) -> None:
+        self.rate = rate
+        self.key = key
+        self.num_requests, self.duration = self.parse_rate(rate)
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        return f"throttle_{self.key}"
+
+
+class LockOut:
+    """Failures per client address; too many lock the address out for a while
+    (pairing: ``CLAW_PAIR_MAX_FAILURES`` failures, ``CLAW_PAIR_LOCKOUT_SECONDS``)."""
+
+    def __init__(self, name: str, ident: str, *, max_failures: int, lockout_seconds: int) -> None:
+        self.failures_key = f"lockout_{name}_{ident}_failures"
+        self.locked_key = f"lockout_{name}_{ident}_locked"
+        self.max_failures = max_failures
+        self.lockout_seconds = lockout_seconds
+
+    def locked_for(self) -> float | None:
+        """Seconds left of the lock-out, or None."""
+        import time
+
+        until = cache.get(self.locked_key)
+        if until is None:
+            return None
+        left = float(until) - time.time()
+        return left if left > 0 else None
+
+    def fail(self) -> bool:
+        """Count a failure; True when it locks the address out."""
+        import time
+
+        cache.add(self.failures_key, 0, self.lockout_seconds)
+        try:
+            failures = cache.incr(self.failures_key)
+        except ValueError:  # expired between add and incr
+            cache.set(self.failures_key, 1, self.lockout_seconds)
+            failures = 1
+        if failures >= self.max_failures:
+            cache.set(self.locked_key, time.time() + self.lockout_seconds, self.lockout_seconds)
+            cache.delete(self.failures_key)
+            return True
+        return False
+
+    def succeed(self) -> None:
+        cache.delete(self.failures_key)

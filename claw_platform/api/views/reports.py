@@ -1,0 +1,159 @@
+"""Usage aggregates (by agent, user, model, day over a period) and the audit trail."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, time, timedelta
+from typing import Any
+
+import django_filters
+from django.db.models import Count, F, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import mixins, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from agents.models import UsageRecord
+from claw_platform.api.serializers.access import AuditEventSerializer, UsageRowSerializer
+from claw_platform.api.views.base import TenantAPIView, TenantViewSet
+from claw_platform.audit.models import AuditEvent
+
+GROUPS = {
+    "agent": F("agent__slug"),
+    "user": F("user__username"),
+    "model": F("model"),
+    "day": TruncDate("created_at"),
+}
+MAX_PERIOD_DAYS = 400
+
+
+class UsageQuery(serializers.Serializer):
+    group_by = serializers.CharField(
+        required=False, default="agent", help_text="Comma-separated: agent, user, model, day."
+    )
+    since = serializers.DateField(required=False, help_text="First day (default: 30 days ago).")
+    until = serializers.DateField(required=False, help_text="Last day, included (default: today).")
+    agent = serializers.SlugField(required=False, help_text="Only this agent (slug).")
+
+    def validate_group_by(self, value: str) -> list[str]:
+        groups = [g.strip() for g in value.split(",") if g.strip()]
+        unknown = [g for g in groups if g not in GROUPS]
+        if unknown or not groups:
+            raise serializers.ValidationError("Use one or more of agent, user, model, day.")
+        return list(dict.fromkeys(groups))
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        today = timezone.localdate()
+        attrs.setdefault("until", today)
+        attrs.setdefault("since", attrs["until"] - timedelta(days=29))
+        if attrs["since"] > attrs["until"]:
+            raise serializers.ValidationError({"since": ["Must not be after until."]})
+        if (attrs["until"] - attrs["since"]).days > MAX_PERIOD_DAYS:
+            raise serializers.ValidationError(
+                {"since": [f"The period is limited to {MAX_PERIOD_DAYS} days."]}
+            )
+        return attrs
+
+
+UsageResponse = inline_serializer(
+    "UsageReport",
+    {
+        "since": serializers.DateField(),
+        "until": serializers.DateField(),
+        "group_by": serializers.ListField(child=serializers.CharField()),
+        "results": UsageRowSerializer(many=True),
+    },
+)
+
+
+class UsageView(TenantAPIView):
+    """Tokens, cost and LLM calls of the tenant, grouped."""
+
+    @extend_schema(parameters=[UsageQuery], responses=UsageResponse)
+    def get(self, request: Request) -> Response:
+        query = UsageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        tz = timezone.get_current_timezone()
+        start = timezone.make_aware(datetime.combine(q["since"], time.min), tz)
+        end = timezone.make_aware(datetime.combine(q["until"] + timedelta(days=1), time.min), tz)
+        records = UsageRecord.objects.filter(created_at__gte=start, created_at__lt=end)
+        if q.get("agent"):
+            records = records.filter(agent__slug=q["agent"])
+        groups: list[str] = q["group_by"]
+        rows = (
+            records.annotate(**{f"g_{g}": GROUPS[g] for g in groups})
+            .values(*[f"g_{g}" for g in groups])
+            .annotate(
+                calls=Count("id"),
+                input_tokens=Sum("input_tokens"),
+                output_tokens=Sum("output_tokens"),
+                cache_read_tokens=Sum("cache_read_tokens"),
+                cache_write_tokens=Sum("cache_write_tokens"),
+                cost=Sum("cost"),
+            )
+            .order_by(*[f"g_{g}" for g in groups])[:10_000]
+        )
+        results = [
+            {
+                **{g: row[f"g_{g}"] for g in groups},
+                **{
+                    k: row[k]
+                    for k in (
+                        "calls",
+                        "input_tokens",
+                        "output_tokens",
+                        "cache_read_tokens",
+                        "cache_write_tokens",
+                        "cost",
+                    )
+                },
+            }
+            for row in rows
+        ]
+        return Response(
+            {
+                "since": q["since"],
+                "until": q["until"],
+                "group_by": groups,
+                "results": UsageRowSerializer(results, many=True).data,
+            }
+        )
+
+
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """Any ISO offset Python accepts, compared in UTC (PostgreSQL refuses offsets
+    beyond ±15:59 that Python parses)."""
+
+    def filter(self, qs: Any, value: Any) -> Any:
+        if value is not None:
+            try:
+                value = value.astimezone(UTC)
+            except (OverflowError, ValueError):
+                raise serializers.ValidationError({self.field_name: ["Out of range."]}) from None
+        return super().filter(qs, value)
+
+
+class AuditFilter(django_filters.FilterSet):
+    action = django_filters.CharFilter()
+    object_type = django_filters.CharFilter()
+    object_id = django_filters.CharFilter()
+    since = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    until = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = AuditEvent
+        fields = ["action", "object_type", "object_id", "since", "until"]
+
+
+class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet):
+    """The tenant's audit trail, newest first (admin scope)."""
+
+    serializer_class = AuditEventSerializer
+    filterset_class = AuditFilter
+    read_scope = "admin"
+    lookup_value_regex = r"[0-9]{1,18}"
+
+    def scoped_queryset(self) -> Any:
+        return AuditEvent.objects.all().order_by("-created_at", "-id")

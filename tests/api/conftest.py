@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from rest_framework.test import APIClient
+
+from agents.runtime.worker import execute_run, shutdown_supervisor
+from claw_platform.api.actions.keys import do_create_api_key
+
+
+def make_key(tenant_set: Any, *scopes: str, name: str = "test key") -> str:
+    _key, plaintext = do_create_api_key(
+        tenant_set.tenant, name=name, scopes=list(scopes or ["admin"]), acting_user=tenant_set.owner
+    )
+    return plaintext
+
+
+def client_for(key: str | None = None) -> APIClient:
+    client = APIClient()
+    if key:
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    return client
+
+
+@pytest.fixture
+def inline_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Runs start when their transaction commits, in this process's worker loop (the
+    same ``execute_run`` a django-q2 worker calls), instead of through the queue."""
+    monkeypatch.setattr("agents.actions.runs.enqueue_run", lambda run_id: execute_run(run_id))
+    try:
+        yield
+    finally:
+        shutdown_supervisor()
+
+
+def body_of(response: Any) -> Any:
+    """JSON of a response, streamed or not."""
+    import json
+
+    if getattr(response, "streaming", False):
+        return json.loads(b"".join(response))
+    return response.json()
+
+
+@pytest.fixture(autouse=True)
+def _in_process_channel_layer(settings: Any) -> Iterator[None]:
+    """These tests run server, runs and clients in one process: the in-memory layer
+    serves them, and the PostgreSQL layer's state (its listener is bound to the
+    event loop that first used it) stays as the channel tests expect it. The API's
+    listeners also read the database, so a late wake-up costs a poll, not an event.
+    bench/api runs the real processes over the PostgreSQL layer."""
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
