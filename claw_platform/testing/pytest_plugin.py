@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,16 @@ if not os.environ.get("DATABASE_URL"):
 
     _embedded = start_embedded_database(_run_dir / "pgdata")
     os.environ["DATABASE_URL"] = _embedded.url
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    # A test run stopped with SIGTERM (a CI timeout, `timeout`) unwinds like Ctrl+C,
+    # so pytest_unconfigure still stops the embedded server: none is left running.
+    raise KeyboardInterrupt
+
+
+if _embedded is not None:
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
