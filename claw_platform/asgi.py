@@ -5,11 +5,19 @@ from __future__ import annotations
 import os
 
 from channels.routing import ProtocolTypeRouter
+from django.conf import settings
 from django.core.asgi import get_asgi_application
 
 from claw_platform.config import env_bool
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "claw_platform.settings")
+if not settings.configured:
+    # The web server's entry point (not a test importing the application): each HTTP
+    # request runs its sync code in a thread of its own, so pooled connections spare
+    # every request a new one (a few ms each). Read when the settings load, just below.
+    # No connection outlives its request thread, even with the pool turned off.
+    os.environ.setdefault("CLAW_DB_POOL_SIZE", "20")
+    os.environ["CLAW_DB_CONN_MAX_AGE"] = "0"
 
 django_application = get_asgi_application()
 

@@ -121,8 +121,17 @@ def secrets_encryption_keys(var_dir: Path) -> list[str]:
     return keys
 
 
-def database_config(url: str, variable: str = "DATABASE_URL") -> dict[str, Any]:
-    """Django DATABASES entry for a PostgreSQL URL; anything else is refused."""
+def database_config(
+    url: str, variable: str = "DATABASE_URL", *, pool_size: int = 0, conn_max_age: int = 0
+) -> dict[str, Any]:
+    """Django DATABASES entry for a PostgreSQL URL; anything else is refused.
+
+    ``pool_size`` > 0 puts the connections in a psycopg pool of at most that many
+    (``CLAW_DB_POOL_SIZE``; the web process turns it on, see ``asgi.py``): under ASGI
+    every request runs in a thread of its own, so without a pool each request pays
+    for a new connection. Elsewhere (workers, commands) a connection is kept for
+    ``conn_max_age`` seconds (``CLAW_DB_CONN_MAX_AGE``) across tasks instead of one
+    per task; executor threads keep theirs for good."""
     scheme = urlsplit(url).scheme
     if scheme not in {"postgres", "postgresql", "pgsql", "postgis"}:
         raise ConfigError(
@@ -141,8 +150,10 @@ def database_config(url: str, variable: str = "DATABASE_URL") -> dict[str, Any]:
     if not config.get("HOST") and options.get("host"):
         config["HOST"] = options.pop("host")
     config["ENGINE"] = "django.db.backends.postgresql"
-    config.setdefault("CONN_MAX_AGE", 0)
-    config["CONN_HEALTH_CHECKS"] = True
+    config["CONN_MAX_AGE"] = 0 if pool_size else conn_max_age
+    config["CONN_HEALTH_CHECKS"] = True  # with a pool: each checkout is checked
+    if pool_size:
+        options["pool"] = {"min_size": min(2, pool_size), "max_size": pool_size, "timeout": 10}
     return config
 
 
@@ -156,7 +167,7 @@ def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
         # channels_postgres builds a Django DatabaseWrapper from this: it needs
         # TIME_ZONE, and the socket/port options of the embedded server.
         cfg["TIME_ZONE"] = None
-        cfg["OPTIONS"] = dict(database.get("OPTIONS", {}))
+        cfg["OPTIONS"] = {k: v for k, v in database.get("OPTIONS", {}).items() if k != "pool"}
         return {
             "BACKEND": "claw_platform.channel_layer.PostgresChannelLayer",
             "CONFIG": {**cfg, "PSYCOPG_OPTIONS": {"min_size": 1, "max_size": 20}},
@@ -249,7 +260,7 @@ def cache_config(url: str) -> dict[str, Any]:
     process only: rate limits would not be shared)."""
     value = url or "database"
     if value == "database":
-        return {"BACKEND": "django.core.cache.backends.db.DatabaseCache", "LOCATION": "claw_cache"}
+        return {"BACKEND": "claw_platform.cache.PostgresCache", "LOCATION": "claw_cache"}
     scheme = urlsplit(value).scheme
     if scheme in {"redis", "rediss"}:
         return {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": value}

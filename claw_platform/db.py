@@ -48,6 +48,15 @@ def _mark_used() -> None:
         conn._claw_last_used = now  # type: ignore[attr-defined]
 
 
+def release_pooled_connections() -> None:
+    """Give this thread's pooled connections back (``CLAW_DB_POOL_SIZE``): an executor
+    thread that kept one would starve the pool, there being more threads than
+    connections. Unpooled connections stay open for the thread's next call."""
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and not conn.in_atomic_block and getattr(conn, "pool", None):
+            conn.close()
+
+
 def db_async(fn: Callable[..., T]) -> Callable[..., Any]:
     @wraps(fn)
     def call(*args: Any, **kwargs: Any) -> T:
@@ -56,6 +65,7 @@ def db_async(fn: Callable[..., T]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         finally:
             _mark_used()
+            release_pooled_connections()
 
     return sync_to_async(call, thread_sensitive=False)
 

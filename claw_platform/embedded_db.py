@@ -19,6 +19,10 @@ from pathlib import Path
 logger = logging.getLogger("claw.embedded_db")
 
 DATABASE_NAME = "claw"
+# PostgreSQL's default of 100 is tight for one host running everything: each web
+# and worker process keeps a pool or a connection per database thread, and the
+# channel layer a pool per event loop.
+MAX_CONNECTIONS = 300
 
 
 @dataclass
@@ -68,7 +72,22 @@ def start_embedded_database(pgdata: Path, *, database: str = DATABASE_NAME) -> E
     admin_url = f"postgresql://postgres:@/postgres?host={socket_dir}&port={port}"
     _ensure_database(admin_url, database)
     url = f"postgresql://postgres:@/{database}?host={socket_dir}&port={port}"
-    return EmbeddedDatabase(pgdata=pgdata, url=url, _server=server, started_here=not already_running)
+    embedded = EmbeddedDatabase(pgdata=pgdata, url=url, _server=server, started_here=not already_running)
+    if _raise_max_connections(admin_url) and not already_running:
+        embedded.restart()  # once, on a new data directory; the setting is kept in it
+    return embedded
+
+
+def _raise_max_connections(admin_url: str) -> bool:
+    """Set ``max_connections`` for the next start; True when a restart is needed."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute("SHOW max_connections").fetchone()
+        if row is not None and int(row[0]) >= MAX_CONNECTIONS:
+            return False
+        conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+    return True
 
 
 def _ensure_database(admin_url: str, database: str) -> None:

@@ -26,7 +26,13 @@ if not _database_url:
         "not set; start the product with `claw up` (embedded PostgreSQL) or set a "
         "PostgreSQL URL with pgvector, e.g. postgresql://claw:secret@127.0.0.1:5432/claw",
     )
-DATABASES = {"default": config.database_config(_database_url)}
+DATABASES = {
+    "default": config.database_config(
+        _database_url,
+        pool_size=config.env_int("CLAW_DB_POOL_SIZE", 0, minimum=0),
+        conn_max_age=config.env_int("CLAW_DB_CONN_MAX_AGE", 300, minimum=0),
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CHANNEL_LAYERS = {
@@ -43,6 +49,7 @@ CLAW_RUN_LEASE_SECONDS = config.env_int("CLAW_RUN_LEASE_SECONDS", 30, minimum=2)
 CLAW_RUNS_PER_TENANT = config.env_int("CLAW_RUNS_PER_TENANT", 10, minimum=1)
 CLAW_RUNS_GLOBAL = config.env_int("CLAW_RUNS_GLOBAL", 200, minimum=1)
 CLAW_RUNS_PER_WORKER = config.env_int("CLAW_RUNS_PER_WORKER", 50, minimum=1)
+CLAW_DB_THREADS = config.env_int("CLAW_DB_THREADS", 16, minimum=1)
 CLAW_RUN_SWEEP_SECONDS = config.env_int("CLAW_RUN_SWEEP_SECONDS", 10, minimum=1)
 # Outside conversations (S5) idle this long are archived; their key opens a new session.
 CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)

@@ -27,6 +27,11 @@ logger = logging.getLogger("claw.runs.events")
 
 EPHEMERAL_EVENTS = frozenset({"chunk", "thinking"})
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+# Events that tell a listener the run has settled (finished, or paused for approval).
+# They are stored at once but relayed only once the worker has written the run's
+# final status (``drain``): whoever reacts to them (an API call in ``wait`` mode, an
+# approval button) finds the run row, and its approval requests, already settled.
+SETTLING_EVENTS = TERMINAL_EVENTS | {"approval_needed"}
 DRAIN_SECONDS = 10.0  # how long a finished run waits for its last events to be relayed
 
 
@@ -64,6 +69,18 @@ VALUES (%(tenant)s, %(run)s, %(seq)s, %(type)s, %(payload)s, now())
 """
 
 
+# Outside a worker: the next number under the run's row lock (the UPDATE takes it
+# until the transaction ends), and the event, in one round trip.
+_STORE_NEXT_EVENT_SQL = """
+WITH r AS (
+    UPDATE agents_run SET event_seq = event_seq + 1 WHERE id = %(run)s RETURNING event_seq
+)
+INSERT INTO agents_runevent (tenant_id, run_id, seq, type, payload, created_at)
+SELECT %(tenant)s, %(run)s, r.event_seq, %(type)s, %(payload)s, now() FROM r
+RETURNING seq
+"""
+
+
 def _json_safe(payload: dict[str, Any]) -> Any:
     # Payloads come from the engine (Decimals as strings already); be lenient anyway.
     return Jsonb(payload, dumps=lambda v: DjangoJSONEncoder().encode(v))
@@ -89,18 +106,31 @@ class RunEventSink:
         self.seq = last_seq
         self.relay = relay or current_relay()
         self._outbox: list[tuple[int, str, dict[str, Any]]] = []
+        self._held: list[tuple[int, str, dict[str, Any]]] = []
         self._publisher: asyncio.Task[None] | None = None
 
     async def emit(self, event_type: str, payload: dict[str, Any]) -> None:
         if event_type not in EPHEMERAL_EVENTS:
             self.seq += 1
             await db_async(self._store)(self.seq, event_type, payload)
-        self._outbox.append((self.seq, event_type, {**payload, "run_id": self.run_id}))
+        event = (self.seq, event_type, {**payload, "run_id": self.run_id})
+        if event_type in SETTLING_EVENTS:
+            self._held.append(event)
+            return
+        self._outbox.append(event)
+        self._start_publisher()
+
+    def _start_publisher(self) -> None:
         if self._publisher is None or self._publisher.done():
             self._publisher = asyncio.ensure_future(self._publish())
 
     async def drain(self) -> None:
-        """Wait until everything emitted so far has been relayed (end of a run)."""
+        """Relay the settling events held back, then wait until everything emitted so
+        far has been relayed (end of a run, after its status is written)."""
+        if self._held:
+            self._outbox.extend(self._held)
+            self._held = []
+            self._start_publisher()
         if self._publisher is not None and not self._publisher.done():
             try:
                 await asyncio.wait_for(asyncio.shield(self._publisher), DRAIN_SECONDS)
@@ -163,13 +193,12 @@ def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
     ``run.cancelled`` of a run no worker holds) and relay it to live listeners once
     the transaction commits. Numbered under the run's row lock; call inside a
     transaction."""
-    seq = (
-        Run._base_manager.select_for_update().filter(pk=run.pk).values_list("event_seq", flat=True).get() + 1
-    )
-    Run._base_manager.filter(pk=run.pk).update(event_seq=seq)
-    RunEvent._base_manager.create(
-        tenant_id=run.tenant_id, run_id=run.pk, seq=seq, type=event_type, payload=payload
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _STORE_NEXT_EVENT_SQL,
+            {"run": run.pk, "tenant": run.tenant_id, "type": event_type[:40], "payload": _json_safe(payload)},
+        )
+        seq = cursor.fetchone()[0]
     relayed = {**payload, "run_id": run.pk}
     transaction.on_commit(partial(_relay_now, run.pk, int(seq), event_type, relayed))
     return int(seq)

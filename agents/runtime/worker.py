@@ -92,6 +92,13 @@ class RunSupervisor:
         self.tokens: dict[int, CancelToken] = {}
         self.tasks: dict[int, asyncio.Task[str]] = {}
         self.loop = asyncio.new_event_loop()
+        # The runs' database calls (``db_async``) run in these threads, each with its
+        # own connection: asyncio's default (CPU count + 4) queues fifty runs' calls
+        # behind six threads.
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=settings.CLAW_DB_THREADS, thread_name_prefix="claw-db"
+        )
+        self.loop.set_default_executor(self.executor)
         self.thread = threading.Thread(target=self.loop.run_forever, name="claw-runs", daemon=True)
         self.thread.start()
         self._watcher = asyncio.run_coroutine_threadsafe(self._watch(), self.loop)
@@ -253,6 +260,7 @@ class RunSupervisor:
                 logger.exception("could not hand back run %s; its lease will expire", run_id)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+        self.executor.shutdown(wait=False, cancel_futures=True)
         self.loop.close()
 
 

@@ -2,6 +2,7 @@
 """What the API adds on top of a run, and /v1/chat/completions under load.
 
     .venv/bin/python bench/api/run.py [--runs 40] [--clients 50] [--requests 300]
+                                      [--litellm /path/to/venv/bin/litellm]
 
 Starts the real topology on this machine: an embedded PostgreSQL, Daphne serving the
 ASGI application, one ``claw_worker`` (django-q2 cluster + the run loop), the fake LLM
@@ -12,8 +13,9 @@ ASGI application, one ``claw_worker`` (django-q2 cluster + the run loop), the fa
    the run's own time (``finished_at - created_at`` of its Run row: queueing, the
    worker's claim, the agent loop and the LLM). Target: p50 < 10 ms.
 2. ``/v1/chat/completions`` throughput with ``--clients`` concurrent clients.
-3. The same load through a LiteLLM proxy to the same fake LLM, if ``litellm`` is
-   installed (otherwise the reason it was skipped is printed).
+3. The same load through a LiteLLM proxy to the same fake LLM, if its CLI is found
+   (``--litellm``, beside this Python or on PATH; a virtualenv of its own is fine);
+   otherwise the reason it was skipped is printed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -150,6 +153,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--litellm", help="the litellm proxy CLI, for the comparison")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="claw-bench-api-"))
@@ -242,14 +246,26 @@ def main() -> int:
                 os.killpg(proc.pid, 9)
         fake.stop()
         database.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
+def litellm_command(given: str | None) -> str | None:
+    """The ``litellm`` proxy CLI: ``--litellm PATH``, next to this Python, or on PATH.
+    It may live in a virtualenv of its own (its pins clash with the product's)."""
+    if given:
+        return given
+    beside = Path(sys.executable).with_name("litellm")
+    return str(beside) if beside.exists() else shutil.which("litellm")
+
+
 def run_litellm(fake_url: str, args: argparse.Namespace, env: dict[str, str]) -> None:
-    try:
-        import litellm  # noqa: F401
-    except ImportError:
-        print("LiteLLM proxy: skipped (litellm is not installed; `pip install 'litellm[proxy]'` to compare)")
+    command = litellm_command(args.litellm)
+    if command is None:
+        print(
+            "LiteLLM proxy: skipped (no `litellm` CLI; `pip install 'litellm[proxy]'` into any "
+            "virtualenv and pass --litellm /path/to/bin/litellm)"
+        )
         return
     port = free_port()
     config = Path(tempfile.mkdtemp()) / "litellm.yaml"
@@ -259,9 +275,7 @@ def run_litellm(fake_url: str, args: argparse.Namespace, env: dict[str, str]) ->
     )
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "litellm",
+            command,
             "--config",
             str(config),
             "--port",
@@ -269,7 +283,8 @@ def run_litellm(fake_url: str, args: argparse.Namespace, env: dict[str, str]) ->
             "--host",
             "127.0.0.1",
         ],
-        env={**env, "LITELLM_LOG": "ERROR"},
+        env={k: v for k, v in env.items() if k not in {"PYTHONPATH", "DJANGO_SETTINGS_MODULE"}}
+        | {"LITELLM_LOG": "ERROR"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

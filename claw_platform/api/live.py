@@ -135,7 +135,9 @@ async def settle_run(run_id: int, session_id: Any, *, deadline: float) -> Run | 
     deadline passes; returns the run as stored then."""
     async for _frame in follow_run(run_id, session_id, chunks=False, deadline=deadline):
         pass
-    # The terminal event is emitted just before the worker writes the run's status.
+    # A worker relays the settling event after writing the run's status, so one read
+    # is enough; the loop covers a settling event read from the database (stored
+    # before the status is written) when the relayed one was missed.
     delay = 0.002
     while True:
         run = await _db(lambda: Run._base_manager.select_related("turn").filter(pk=run_id).first())()

@@ -28,7 +28,13 @@ def client_for(key: str | None = None) -> APIClient:
 def inline_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Runs start when their transaction commits, in this process's worker loop (the
     same ``execute_run`` a django-q2 worker calls), instead of through the queue."""
+    from django.db import transaction
+
     monkeypatch.setattr("agents.actions.runs.enqueue_run", lambda run_id: execute_run(run_id))
+    monkeypatch.setattr(
+        "agents.actions.runs.enqueue_run_with_commit",
+        lambda run_id: transaction.on_commit(lambda: execute_run(run_id)),
+    )
     try:
         yield
     finally:

@@ -209,11 +209,11 @@ class SessionViewSet(
             return Response({"command": reply.command, "text": reply.text, "status": reply.status})
         if not session.agent.enabled:
             raise ApiError(409, "agent_disabled", f"The agent {session.agent.slug!r} is disabled.")
-        with transaction.atomic():
-            run = do_send_message(session, text, acting_user=self.principal.acting_user)
+        run = do_send_message(session, text, acting_user=self.principal.acting_user)
         if run is None:
             raise ApiError(409, "nothing_running", "Nothing is running in this session.")
-        run = Run.objects.select_related("turn").get(pk=run.pk)
+        if not Run.turn.is_cached(run):  # an approval reply or /stop: read it as it is now
+            run = Run.objects.select_related("turn").get(pk=run.pk)
         if command is not None or mode == "async":
             return Response(run_payload(run), status=202 if command is None else 200)
         if mode == "wait":

@@ -1,0 +1,58 @@
+"""How the product talks to PostgreSQL: the embedded server's connection limit, the
+web process's pool, and connections kept by workers."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.db import connection
+
+from claw_platform import config
+from claw_platform.embedded_db import MAX_CONNECTIONS
+
+URL = "postgresql://claw:secret@127.0.0.1:5432/claw"
+
+
+@pytest.mark.django_db
+def test_the_embedded_server_allows_every_process_its_connections() -> None:
+    from claw_platform.testing import pytest_plugin
+
+    if pytest_plugin._embedded is None:
+        pytest.skip("the suite runs on a database given by DATABASE_URL")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_connections")
+        assert int(cursor.fetchone()[0]) >= MAX_CONNECTIONS
+
+
+def test_a_pooled_configuration_closes_connections_after_each_request() -> None:
+    pooled = config.database_config(URL, pool_size=20, conn_max_age=300)
+    assert pooled["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 20, "timeout": 10}
+    assert pooled["CONN_MAX_AGE"] == 0  # Django refuses persistent connections with a pool
+    kept = config.database_config(URL, conn_max_age=300)
+    assert "pool" not in kept["OPTIONS"]
+    assert kept["CONN_MAX_AGE"] == 300
+    # The channel layer builds its own pool: it must not be handed Django's.
+    layer = config.channel_layer_config("postgres", pooled)
+    assert "pool" not in layer["CONFIG"]["OPTIONS"]
+
+
+def test_the_web_entry_point_pools_and_a_worker_keeps_its_connection() -> None:
+    probe = (
+        "import os, sys; sys.argv = ['daphne']; import claw_platform.asgi; from django.conf import settings; "
+        "d = settings.DATABASES['default']; print(d['OPTIONS'].get('pool', {}).get('max_size'), d['CONN_MAX_AGE'])"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAW_DB_")}
+    web = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert web.stdout.split() == ["20", "0"]
+    probe = (
+        "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'claw_platform.settings'); "
+        "django.setup(); from django.conf import settings; d = settings.DATABASES['default']; "
+        "print(d['OPTIONS'].get('pool'), d['CONN_MAX_AGE'])"
+    )
+    worker = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert worker.stdout.split() == ["None", "300"]
