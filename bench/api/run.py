@@ -234,7 +234,7 @@ def main() -> int:
             load(f"{base}/v1/chat/completions", key, "assistant", args.clients, args.requests)
         )
         report_load(f"/v1/chat/completions, {args.clients} clients", elapsed, latencies, errors)
-        run_litellm(fake.openai_base_url, args, env)
+        run_litellm(fake.openai_base_url, args)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -250,6 +250,9 @@ def main() -> int:
     return 0
 
 
+LITELLM_KEY = "sk-claw-bench-0123456789abcdef0123456789abcdef"  # the proxy refuses to start without one
+
+
 def litellm_command(given: str | None) -> str | None:
     """The ``litellm`` proxy CLI: ``--litellm PATH``, next to this Python, or on PATH.
     It may live in a virtualenv of its own (its pins clash with the product's)."""
@@ -259,7 +262,7 @@ def litellm_command(given: str | None) -> str | None:
     return str(beside) if beside.exists() else shutil.which("litellm")
 
 
-def run_litellm(fake_url: str, args: argparse.Namespace, env: dict[str, str]) -> None:
+def run_litellm(fake_url: str, args: argparse.Namespace) -> None:
     command = litellm_command(args.litellm)
     if command is None:
         print(
@@ -283,8 +286,9 @@ def run_litellm(fake_url: str, args: argparse.Namespace, env: dict[str, str]) ->
             "--host",
             "127.0.0.1",
         ],
-        env={k: v for k, v in env.items() if k not in {"PYTHONPATH", "DJANGO_SETTINGS_MODULE"}}
-        | {"LITELLM_LOG": "ERROR"},
+        # Its own environment: given DATABASE_URL, the proxy would try to use our database.
+        env={"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp")}
+        | {"LITELLM_LOG": "ERROR", "LITELLM_MASTER_KEY": LITELLM_KEY},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -292,7 +296,13 @@ def run_litellm(fake_url: str, args: argparse.Namespace, env: dict[str, str]) ->
     try:
         wait_http(f"http://127.0.0.1:{port}/health/liveliness", timeout=120)
         elapsed, latencies, errors = asyncio.run(
-            load(f"http://127.0.0.1:{port}/v1/chat/completions", "k", "fake", args.clients, args.requests)
+            load(
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                LITELLM_KEY,
+                "fake",
+                args.clients,
+                args.requests,
+            )
         )
         report_load(f"LiteLLM proxy, {args.clients} clients", elapsed, latencies, errors)
     except SystemExit as exc:
