@@ -43,6 +43,16 @@ RUN_TASK = "agents.runtime.worker.execute_run"
 approval_decided = Signal()
 # Workers LISTEN here to claim a new run the moment it is committed.
 RUN_NOTIFY_CHANNEL = "claw_runs"
+# API calls waiting for a run (``wait`` mode, the OpenAI endpoint) LISTEN here: a run
+# id arrives when the transaction that settled the run (finished it, or paused it for
+# approval) commits.
+RUN_SETTLED_CHANNEL = "claw_run_settled"
+
+
+def notify_run_settled(run_id: int) -> None:
+    """Tell waiting API calls the run settled; delivered when the transaction commits."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [RUN_SETTLED_CHANNEL, str(run_id)])
 
 
 def enqueue_run(run_id: int) -> None:
@@ -265,6 +275,7 @@ def finish_unstarted_run(run: Run, status: str, *, error: str = "") -> None:
     store_run_event(run, event, {"status": status, "error": error, "text": turn.partial_text})
     run.status = status
     run.finished_at = now
+    notify_run_settled(run.pk)
     # The session's next run (if one waits) can start now.
     transaction.on_commit(partial(enqueue_next_runs, run.session_id))
 

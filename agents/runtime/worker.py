@@ -37,7 +37,13 @@ from django.db import close_old_connections, connection, connections, transactio
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from agents.actions.runs import RUN_NOTIFY_CHANNEL, enqueue_next_runs, enqueue_run, finish_unstarted_run
+from agents.actions.runs import (
+    RUN_NOTIFY_CHANNEL,
+    enqueue_next_runs,
+    enqueue_run,
+    finish_unstarted_run,
+    notify_run_settled,
+)
 from agents.engine.interfaces import CancelToken, ToolExecutor
 from agents.models import (
     ApprovalRequest,
@@ -453,6 +459,7 @@ def _finish_run(
         lease_expires_at=None,
         cancel_requested=False,
     )
+    notify_run_settled(run.pk)
     if paused:
         ApprovalRequest._base_manager.bulk_create(
             [

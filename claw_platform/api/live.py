@@ -24,12 +24,14 @@ from django.core.serializers.json import DjangoJSONEncoder
 from agents.models import FINISHED_RUN_STATUSES, Run, RunEvent, RunStatus
 from agents.runtime.events import EPHEMERAL_EVENTS
 from channels_app.relay import event_frame, session_group, tenant_group
+from claw_platform.api.settled import settled_listener
 from claw_platform.db import db_async
 
 # Events after which a run's stream ends: finished, or paused for a person.
 END_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "approval_needed"})
 SETTLED_STATUSES = frozenset({*FINISHED_RUN_STATUSES, RunStatus.AWAITING_APPROVAL})
 POLL_SECONDS = 1.0
+SETTLE_POLL_SECONDS = 5.0  # a waiter re-reads its run this often, notification or not
 KEEPALIVE_SECONDS = 15.0
 
 
@@ -130,21 +132,28 @@ async def follow_run(
                     return
 
 
-async def settle_run(run_id: int, session_id: Any, *, deadline: float) -> Run | None:
+async def settle_run(run_id: int, *, deadline: float) -> Run | None:
     """Wait until the run is finished or awaits approval (its row says so), or the
-    deadline passes; returns the run as stored then."""
-    async for _frame in follow_run(run_id, session_id, chunks=False, deadline=deadline):
-        pass
-    # A worker relays the settling event after writing the run's status, so one read
-    # is enough; the loop covers a settling event read from the database (stored
-    # before the status is written) when the relayed one was missed.
-    delay = 0.002
+    deadline passes; returns the run as stored then. Woken by the worker's NOTIFY
+    (``claw_platform.api.settled``), not by the run's event stream: a waiting call
+    costs no channel-layer traffic however much the run streams."""
+    listener = settled_listener()
+    await listener.ready()
     while True:
-        run = await _db(lambda: Run._base_manager.select_related("turn").filter(pk=run_id).first())()
-        if run is None or run.status in SETTLED_STATUSES or time.monotonic() >= deadline:
-            return run  # type: ignore[no-any-return]
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 0.25)
+        woken = listener.register(run_id)
+        try:
+            run = await _db(_settled_row)(run_id)
+            remaining = deadline - time.monotonic()
+            if run is None or run.status in SETTLED_STATUSES or remaining <= 0:
+                return run
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken, min(SETTLE_POLL_SECONDS, remaining))
+        finally:
+            listener.unregister(run_id, woken)
+
+
+def _settled_row(run_id: int) -> Run | None:
+    return Run._base_manager.select_related("turn").filter(pk=run_id).first()  # type: ignore[no-any-return]
 
 
 def _tenant_events_after(tenant_id: int, event_id: int, limit: int = 500) -> list[tuple[int, dict[str, Any]]]:

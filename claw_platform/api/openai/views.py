@@ -172,7 +172,7 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
             streaming[name] = value
         streaming["X-Claw-Session"] = str(started.session_id)
         return streaming
-    run = await settle_run(started.run.pk, started.session_id, deadline=deadline)
+    run = await settle_run(started.run.pk, deadline=deadline)
     try:
         text = _outcome_text(run)
     except WireError as error:
@@ -287,7 +287,7 @@ async def _stream(started: _Started, chat: ChatRequest, deadline: float) -> Asyn
             yield _data(chunk_body(completion_id, chat.model, created, {"content": text}))
         elif kind in {"run.completed", "run.failed", "run.cancelled", "approval_needed"}:
             break
-    run = await settle_run(run_id, started.session_id, deadline=deadline)
+    run = await settle_run(run_id, deadline=deadline)
     try:
         final = _outcome_text(run)
     except WireError as error:

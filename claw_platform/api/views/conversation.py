@@ -73,10 +73,10 @@ def wait_response(run: Run, seconds: int | None) -> StreamingHttpResponse:
     """200 with the run once it finished or paused for approval (or the wait ran
     out: then it is still ``running``). Streamed, so no thread waits for it."""
     deadline = _deadline(seconds)
-    run_id, session_id = run.pk, run.session_id
+    run_id = run.pk
 
     async def body() -> AsyncIterator[bytes]:
-        settled = await settle_run(run_id, session_id, deadline=deadline)
+        settled = await settle_run(run_id, deadline=deadline)
         yield json.dumps(run_payload(settled) if settled else {}, cls=DjangoJSONEncoder).encode()
 
     return StreamingHttpResponse(body(), content_type="application/json", status=200)

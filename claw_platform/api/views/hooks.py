@@ -205,10 +205,10 @@ class HookView(TenantAPIView):
 
     def _wait(self, run: Run, slug: str, scope: str, idem_key: str | None) -> StreamingHttpResponse:
         deadline = time.monotonic() + float(settings.CLAW_API_WAIT_SECONDS)
-        run_id, session_id, tenant_id = run.pk, run.session_id, run.tenant_id
+        run_id, tenant_id = run.pk, run.tenant_id
 
         async def body() -> AsyncIterator[bytes]:
-            settled = await settle_run(run_id, session_id, deadline=deadline)
+            settled = await settle_run(run_id, deadline=deadline)
             reply = json.loads(json.dumps(hook_reply(settled, slug), cls=DjangoJSONEncoder))
             if idem_key:
                 await db_async(_remember)(tenant_id, scope, idem_key, reply)
