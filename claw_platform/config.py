@@ -174,7 +174,16 @@ def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
         }
     scheme = urlsplit(value).scheme
     if scheme in {"redis", "rediss"}:
-        return {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [value]}}
+        # redis-py 8 caps a pool at 100 connections (then fails the call) and times a
+        # read out after 5 s, exactly as long as channels_redis blocks in BZPOPMIN for
+        # a receive, so a busy server's sockets died of "Timeout reading"; and
+        # channels_redis drops what is sent to a channel holding 100 unread messages.
+        # A burst of streams lost tokens and the ends of runs to all three.
+        host = {"address": value, "max_connections": 1000, "socket_timeout": 30}
+        return {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [host], "capacity": 1000},
+        }
     if scheme == "memory":
         return {"BACKEND": "channels.layers.InMemoryChannelLayer"}
     raise ConfigError("CHANNEL_LAYER_URL", f"use postgres, redis://host:6379/0 or memory://, got {value!r}")

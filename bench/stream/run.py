@@ -31,6 +31,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -388,6 +389,9 @@ def main() -> int:
             stop(process)
         if db is not None:
             db.stop()
+        # The servers' logs stay (tmp/logs) for a look after a bad run; the data goes.
+        for bulky in ("pgdata", "var"):
+            shutil.rmtree(tmp / bulky, ignore_errors=True)
 
     results: list[StreamResult] = out["results"]
     latencies = [v for r in results for v in r.latencies_ms]
