@@ -304,3 +304,39 @@ def test_a_member_of_another_tenant_cannot_open_the_page_or_the_socket(
     assert outcome == {"opened": False, "code": 1006}
     transcript = page.goto(f"{stack.url}/chat/s/{session.pk}/transcript.json")
     assert transcript.status == 404
+
+
+def test_a_lost_end_of_run_frame_is_recovered_from_the_server(
+    stack: Stack, browser: Any, live_agent: Any, fake_llm: Any
+) -> None:
+    """A layer can drop a relayed frame; when it is the run's last, the tab reads the
+    run again once it has been quiet for a while, instead of streaming forever."""
+    import json
+
+    fake_llm.script(Turn(text="A short reply that ends here.", chunk_delay=0.01))
+    session = chat_session(live_agent)
+    page = signed_in_page(browser, stack, live_agent.member)
+    dropped: list[str] = []
+
+    def drop_the_end(ws: Any) -> None:
+        server = ws.connect_to_server()
+        ws.on_message(server.send)
+
+        def to_page(message: Any) -> None:
+            is_end = isinstance(message, str) and json.loads(message).get("type") == "run.completed"
+            if is_end and not dropped:  # the live frame; a resync may read it again
+                dropped.append(message)
+                return
+            ws.send(message)
+
+        server.on_message(to_page)
+
+    page.route_web_socket(re.compile(r".*/ws/sessions/.*"), drop_the_end)
+    page.goto(f"{stack.url}/chat/s/{session.pk}/")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    send(page, "hello")
+    wait_for_status(session, RunStatus.COMPLETED)
+    page.wait_for_selector(".assistant-text:not(.live) >> text=A short reply that ends here.", timeout=30_000)
+    page.wait_for_selector("#stop", state="hidden", timeout=30_000)
+    assert dropped, "the test meant to drop the run.completed frame"
+    page.context.close()

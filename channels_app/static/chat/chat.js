@@ -16,6 +16,10 @@
   const UNFINISHED = new Set(["queued", "running", "awaiting_approval"]);
   const HISTORY_COMMANDS = new Set(["new", "clear", "undo", "redo", "compact", "summarize", "thread", "resume"]);
   const RESYNC_AFTER_MS = 1200;
+  // A running run we have heard nothing of for this long is read again from the
+  // server: a relayed frame can be lost (the layer dropped it), and if it was the
+  // end of the run, nothing else would ever tell this tab.
+  const QUIET_RESYNC_MS = 8000;
 
   const sidebar = document.getElementById("sidebar");
   for (const [id, open] of [["open-sidebar", true], ["close-sidebar", false]]) {
@@ -42,6 +46,7 @@
   const session = Object.assign({}, data.session);
   const turns = new Map(); // turn id -> turn model
   const runTurn = new Map(); // run id -> turn id
+  const lastHeard = new Map(); // run id -> when a frame of it last arrived
   const seqs = new Map(); // run id -> last stored event seq seen
   let notesTurn = null; // notes (command answers, errors) go after the newest turn
 
@@ -194,6 +199,7 @@
   function apply(frame) {
     const runId = frame.run;
     const payload = frame.payload || {};
+    if (runId !== undefined) lastHeard.set(runId, Date.now());
     if (payload.too_big) {
       // Too big to relay live: read it (and whatever follows) from the server.
       requestResync(runId, 0);
@@ -607,6 +613,20 @@
     }, delay === undefined ? RESYNC_AFTER_MS : delay));
   }
 
+  function resyncQuietRuns() {
+    if (!socket || socket.readyState !== WebSocket.OPEN) return;
+    const now = Date.now();
+    for (const turn of turns.values()) {
+      const run = turn.run;
+      if (!run || (run.status !== "running" && run.status !== "queued")) continue;
+      if (!lastHeard.has(run.id)) lastHeard.set(run.id, now);
+      if (now - lastHeard.get(run.id) >= QUIET_RESYNC_MS) {
+        lastHeard.set(run.id, now);
+        requestResync(run.id, 0);
+      }
+    }
+  }
+
   function clearResync(runId) {
     const timer = resyncTimers.get(runId);
     if (timer !== undefined) {
@@ -729,6 +749,7 @@
   for (const turn of turns.values()) touch(turn);
   updateControls();
   connect();
+  setInterval(resyncQuietRuns, 2000);
   window.addEventListener("beforeunload", () => {
     closedForGood = true;
     if (socket) socket.close();
