@@ -48,6 +48,15 @@ def _mark_used() -> None:
         conn._claw_last_used = now  # type: ignore[attr-defined]
 
 
+def listen_connection_params() -> dict[str, Any]:
+    """Keyword arguments for a plain psycopg connection to the default database (a
+    LISTEN connection of its own, outside Django's connection handling)."""
+    params = connections["default"].get_connection_params()
+    for key in ("cursor_factory", "context"):
+        params.pop(key, None)
+    return params
+
+
 def release_pooled_connections() -> None:
     """Give this thread's pooled connections back (``CLAW_DB_POOL_SIZE``): an executor
     thread that kept one would starve the pool, there being more threads than

@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg
 from django.conf import settings
-from django.db import close_old_connections, connection, connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -60,7 +60,7 @@ from agents.runtime.claims import Claim, claim_run, claim_runs, claimable_run_id
 from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, resolve_agent
-from claw_platform.db import db_async, is_database_outage
+from claw_platform.db import db_async, is_database_outage, listen_connection_params
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger("claw.runs.worker")
@@ -144,9 +144,7 @@ class RunSupervisor:
             self._listener = asyncio.run_coroutine_threadsafe(self._listen(), self.loop)
 
     async def _listen(self) -> None:
-        params = connections["default"].get_connection_params()
-        for key in ("cursor_factory", "context"):
-            params.pop(key, None)
+        params = listen_connection_params()
         failures = 0
         while True:
             try:

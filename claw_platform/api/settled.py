@@ -15,12 +15,11 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any
 
 import psycopg
-from django.db import connections
 
 from agents.actions.runs import RUN_SETTLED_CHANNEL
+from claw_platform.db import listen_connection_params
 
 logger = logging.getLogger("claw.api.settled")
 
@@ -32,7 +31,7 @@ class SettledListener:
         self._lock = threading.Lock()
         self._waiters: dict[int, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
         self._ready = threading.Event()
-        self._params = _connection_params()
+        self._params = listen_connection_params()
         self._thread = threading.Thread(target=self._run, name="claw-run-settled", daemon=True)
         self._thread.start()
 
@@ -91,13 +90,6 @@ class SettledListener:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def _connection_params() -> dict[str, Any]:
-    params = connections["default"].get_connection_params()
-    for key in ("cursor_factory", "context"):
-        params.pop(key, None)
-    return params
 
 
 _listener: SettledListener | None = None

@@ -82,7 +82,7 @@ def test_a_burst_to_one_group_reaches_every_member_in_order() -> None:
         assert sorted(received) == list(range(300))
 
 
-def test_the_redis_task_broker_round_trips_a_task(tmp_path: Any) -> None:
+def test_the_redis_task_broker_round_trips_a_task() -> None:
     probe = (
         "import django; django.setup(); from django_q.brokers import get_broker; "
         "b = get_broker(); b.purge_queue(); b.enqueue('payload-1'); "
