@@ -44,6 +44,8 @@ Q_CLUSTER = config.q_cluster_config(
     timeout=config.env_int("CLAW_Q_TIMEOUT", 900, minimum=1),
     retry=config.env_int("CLAW_Q_RETRY", 960, minimum=2),
 )
+# django-q2's cluster as threads of the claw_worker process, or its own forked processes.
+CLAW_Q_CLUSTER = config.env_choice("CLAW_Q_CLUSTER", "threads", ("threads", "processes"))
 # Runs (agents.runtime.worker): lease, back-pressure limits, sweeper period.
 CLAW_RUN_LEASE_SECONDS = config.env_int("CLAW_RUN_LEASE_SECONDS", 30, minimum=2)
 CLAW_RUNS_PER_TENANT = config.env_int("CLAW_RUNS_PER_TENANT", 10, minimum=1)

@@ -5,8 +5,9 @@
 
 Prints the cold time-to-ready (initdb + migrations + bootstrap + children), the warm
 one (second start on the same var dir), and the idle memory after ``--idle`` seconds:
-RSS summed over the product processes (the `claw up` parent, Daphne, the django-q2
-cluster with its sentinel, monitor, pusher and pool), and separately PostgreSQL's.
+RSS summed over the product processes (the `claw up` parent, Daphne, `claw_worker`
+with django-q2's pusher, workers and monitor as threads; with ``--cluster processes``
+also django-q2's forked sentinel, monitor, pusher and pool), and separately PostgreSQL's.
 Summed RSS counts the pages forked workers share with their parent once per process;
 PSS (shared pages split between sharers) and USS (private pages) are printed too.
 Time-to-ready is measured from spawning `claw up` to its banner, which it prints once
@@ -52,9 +53,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start(var_dir: Path, log: Path, workers: int) -> tuple[subprocess.Popen[bytes], float]:
+def start(var_dir: Path, log: Path, workers: int, cluster: str) -> tuple[subprocess.Popen[bytes], float]:
     env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    env.update(CLAW_VAR_DIR=str(var_dir), CLAW_Q_WORKERS=str(workers), PYTHONUNBUFFERED="1")
+    env.update(
+        CLAW_VAR_DIR=str(var_dir), CLAW_Q_WORKERS=str(workers), CLAW_Q_CLUSTER=cluster, PYTHONUNBUFFERED="1"
+    )
     banners = _banner_count(log)
     with log.open("ab") as out:
         began = time.monotonic()
@@ -118,6 +121,12 @@ def main() -> int:
         default=int(os.environ.get("CLAW_Q_WORKERS", "1")),
         help="CLAW_Q_WORKERS for the run (default: the settings default, 1)",
     )
+    parser.add_argument(
+        "--cluster",
+        choices=("threads", "processes"),
+        default=os.environ.get("CLAW_Q_CLUSTER", "threads"),
+        help="CLAW_Q_CLUSTER for the run (default: the settings default, threads)",
+    )
     parser.add_argument("--idle", type=float, default=5.0, help="seconds idle before measuring memory")
     args = parser.parse_args()
 
@@ -125,7 +134,7 @@ def main() -> int:
         var_dir = Path(tmp) / "var"
         log = Path(tmp) / "claw-up.log"
         log.touch()
-        process, cold = start(var_dir, log, args.workers)
+        process, cold = start(var_dir, log, args.workers, args.cluster)
         time.sleep(args.idle)
         product = [psutil.Process(process.pid), *psutil.Process(process.pid).children(recursive=True)]
         product_memory = measure(product)
@@ -135,10 +144,13 @@ def main() -> int:
             key=lambda row: row[0],
         )
         stop_cold = stop(process)
-        process, warm = start(var_dir, log, args.workers)
+        process, warm = start(var_dir, log, args.workers, args.cluster)
         stop_warm = stop(process)
 
-    print(f"claw up start-up (CLAW_Q_WORKERS={args.workers}, embedded PostgreSQL, fresh var dir)")
+    print(
+        f"claw up start-up (CLAW_Q_CLUSTER={args.cluster}, CLAW_Q_WORKERS={args.workers}, "
+        "embedded PostgreSQL, fresh var dir)"
+    )
     print(f"  cold time-to-ready:  {cold:5.2f} s   (initdb + migrations + bootstrap + children)")
     print(f"  warm time-to-ready:  {warm:5.2f} s   (target < 10 s)")
     print(f"  stop (SIGTERM):      {stop_cold:5.2f} s / {stop_warm:5.2f} s   (target < 10 s)")

@@ -82,7 +82,7 @@ def test_it_passes_the_database_checks_on_a_migrated_database(django_db_setup: A
     assert result.returncode == 1
 
 
-@pytest.mark.parametrize("variable", ["CLAW_Q_WORKERS"])
+@pytest.mark.parametrize("variable", ["CLAW_Q_WORKERS", "CLAW_Q_CLUSTER"])
 def test_a_bad_setting_is_named_and_fails(variable: str, tmp_path: Path) -> None:
     result = run_doctor({variable: "many", "CLAW_VAR_DIR": str(tmp_path / "var")})
     assert result.returncode == 1

@@ -1,13 +1,21 @@
-"""Run the django-q2 cluster with a liveness heartbeat (`claw up` supervises this)."""
+"""Run the task workers and the run loop, with a liveness heartbeat (`claw up`
+supervises this).
+
+``CLAW_Q_CLUSTER=threads`` (the default) runs django-q2's pusher, workers, monitor
+and scheduler as threads of this process (``claw_platform.ops.task_threads``);
+``processes`` starts django-q2's own forked cluster (sentinel, pusher, monitor and
+worker processes), which can kill a task that overruns its timeout.
+"""
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
-from django_q.cluster import Cluster
 
 from agents.runtime.maintenance import ensure_schedules
 from agents.runtime.worker import shutdown_supervisor, start_sweeper_thread, supervisor
@@ -15,26 +23,56 @@ from claw_platform.ops.heartbeat import start_heartbeat_thread
 
 
 class Command(BaseCommand):
-    help = "Run a task worker cluster (django-q2) that reports its heartbeat and sweeps runs."
+    help = "Run the task workers (django-q2) and the run loop; report a heartbeat and sweep runs."
 
     def handle(self, *args: Any, **options: Any) -> None:
         ensure_schedules()
-        cluster = Cluster()  # installs SIGTERM/SIGINT handlers that stop the sentinel
-        cluster.start()
+        if settings.CLAW_Q_CLUSTER == "processes":
+            alive, stop_tasks = _start_forked_cluster()
+        else:
+            alive, stop_tasks = _start_task_threads()
         stop = threading.Event()
         thread = start_heartbeat_thread(stop)
         # Runs whose worker died come back through the sweeper (agents.runtime.worker).
         sweeper = start_sweeper_thread(stop)
         # This process's run loop claims new runs as they are committed (NOTIFY);
-        # the cluster's task workers are the durable path behind it.
+        # the task workers are the durable path behind it.
         supervisor().start_listening()
         try:
             # Poll rather than join(): a signal arriving inside join() can deadlock
-            # against the sentinel (see django_q.cluster.Cluster.start).
-            while cluster.sentinel is not None and cluster.sentinel.is_alive():
+            # against django-q2's sentinel (see django_q.cluster.Cluster.start).
+            while alive():
                 time.sleep(0.5)
         finally:
+            stop_tasks()
             stop.set()
             thread.join(timeout=5)
             sweeper.join(timeout=5)
             shutdown_supervisor()
+
+
+def _start_task_threads() -> tuple[Any, Any]:
+    from claw_platform.ops.task_threads import TaskThreads
+
+    threads = TaskThreads()
+    threads.start()
+    stopping = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stopping.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, request_stop)
+    return (lambda: not stopping.is_set()), threads.stop
+
+
+def _start_forked_cluster() -> tuple[Any, Any]:
+    from django_q.cluster import Cluster
+
+    cluster = Cluster()  # installs SIGTERM/SIGINT handlers that stop the sentinel
+    cluster.start()
+
+    def alive() -> bool:
+        return cluster.sentinel is not None and cluster.sentinel.is_alive()
+
+    return alive, (lambda: None)
