@@ -21,6 +21,12 @@ if not settings.configured:
 
 django_application = get_asgi_application()
 
+from django.db import connection  # noqa: E402  (after Django is set up)
+
+from claw_platform import db_pool  # noqa: E402
+
+db_pool.install(getattr(connection, "pool", None))
+
 if env_bool("CLAW_SERVE_STATIC", False):
     # Daphne serves no files. `claw up` sets this so Django serves the static files
     # (from the apps, no collectstatic needed) and the admin is styled; behind a

@@ -158,9 +158,12 @@ def database_config(
         config["HOST"] = options.pop("host")
     config["ENGINE"] = "django.db.backends.postgresql"
     config["CONN_MAX_AGE"] = 0 if pool_size else conn_max_age
-    config["CONN_HEALTH_CHECKS"] = True  # with a pool: each checkout is checked
+    # With a pool, each checkout is checked; asgi.py narrows that to idle connections.
+    config["CONN_HEALTH_CHECKS"] = True
     if pool_size:
-        options["pool"] = {"min_size": min(2, pool_size), "max_size": pool_size, "timeout": 10}
+        from claw_platform.db_pool import pool_options
+
+        options["pool"] = pool_options(pool_size)
     return config
 
 

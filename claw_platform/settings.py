@@ -92,15 +92,17 @@ INSTALLED_APPS = [
     "claw_platform.api",
 ]
 
+# Django's stock middleware, subclassed to run their hooks on the event loop under
+# ASGI instead of one thread hop each (claw_platform/middleware.py).
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "claw_platform.middleware.SecurityMiddleware",
+    "claw_platform.middleware.SessionMiddleware",
+    "claw_platform.middleware.CommonMiddleware",
+    "claw_platform.middleware.CsrfViewMiddleware",
+    "claw_platform.middleware.AuthenticationMiddleware",
     "claw_platform.tenancy.middleware.TenantMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "claw_platform.middleware.MessageMiddleware",
+    "claw_platform.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "claw_platform.urls"

@@ -10,7 +10,7 @@ import sys
 import pytest
 from django.db import connection
 
-from claw_platform import config
+from claw_platform import config, db_pool
 from claw_platform.embedded_db import MAX_CONNECTIONS
 
 URL = "postgresql://claw:secret@127.0.0.1:5432/claw"
@@ -29,7 +29,9 @@ def test_the_embedded_server_allows_every_process_its_connections() -> None:
 
 def test_a_pooled_configuration_closes_connections_after_each_request() -> None:
     pooled = config.database_config(URL, pool_size=20, conn_max_age=300)
-    assert pooled["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 20, "timeout": 10}
+    pool = pooled["OPTIONS"]["pool"]
+    assert (pool["min_size"], pool["max_size"], pool["timeout"]) == (2, 20, 10)
+    assert pool["reset"] is db_pool.note_return
     assert pooled["CONN_MAX_AGE"] == 0  # Django refuses persistent connections with a pool
     kept = config.database_config(URL, conn_max_age=300)
     assert "pool" not in kept["OPTIONS"]
@@ -56,3 +58,29 @@ def test_the_web_entry_point_pools_and_a_worker_keeps_its_connection() -> None:
         [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
     )
     assert worker.stdout.split() == ["None", "300"]
+
+
+@pytest.mark.django_db
+def test_a_pooled_connection_is_tested_only_after_sitting_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    from django.db import connection
+    from psycopg_pool import ConnectionPool
+
+    checked: list[object] = []
+    real_check = ConnectionPool.check_connection
+    monkeypatch.setattr(
+        ConnectionPool, "check_connection", staticmethod(lambda conn: checked.append(conn) or real_check(conn))
+    )
+    params = {k: v for k, v in connection.get_connection_params().items() if k not in {"cursor_factory", "context"}}
+    pool = ConnectionPool(kwargs=params, open=False, check=ConnectionPool.check_connection, **db_pool.pool_options(1))
+    db_pool.install(pool)  # as asgi.py does on the pool Django built
+    with pool:
+        with pool.connection() as conn:  # new: tested once
+            conn.execute("SELECT 1")
+        assert len(checked) == 1
+        with pool.connection() as conn:  # just returned: handed out untested
+            conn.execute("SELECT 1")
+        assert len(checked) == 1
+        monkeypatch.setattr(db_pool, "IDLE_CHECK_SECONDS", 0.0)
+        with pool.connection() as conn:  # idle past the limit: tested again
+            conn.execute("SELECT 1")
+        assert len(checked) == 2

@@ -1,0 +1,51 @@
+"""Health checks of the web process's pooled connections, skipped for busy ones.
+
+psycopg's pool can test a connection each time it is handed out (one round trip),
+which catches connections a database restart broke while they sat idle. Under load
+a connection is handed out several times per request (the view, then each
+``db_async`` call), so that test was a round trip per hand-out. Here a connection
+is tested only if it sat in the pool longer than ``IDLE_CHECK_SECONDS``, the same
+rule ``claw_platform.db`` applies to executor threads' connections.
+
+Django builds the pool with its own ``check`` (``CONN_HEALTH_CHECKS``) and offers no
+way to pass another, so :func:`install` replaces it on the pool Django built.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from typing import Any
+
+from psycopg_pool import ConnectionPool
+
+IDLE_CHECK_SECONDS = 5.0
+
+_returned_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
+def note_return(conn: Any) -> None:
+    """The pool's ``reset`` callback: the connection came back in working order."""
+    _returned_at[conn] = time.monotonic()
+
+
+def check_if_idle(conn: Any) -> None:
+    """The pool's ``check`` callback: raises if a connection idle for a while no
+    longer answers (the pool then discards it and hands out another)."""
+    returned = _returned_at.get(conn)
+    if returned is None or time.monotonic() - returned > IDLE_CHECK_SECONDS:
+        ConnectionPool.check_connection(conn)
+
+
+def pool_options(size: int) -> dict[str, Any]:
+    return {"min_size": min(2, size), "max_size": size, "timeout": 10, "reset": note_return}
+
+
+def install(pool: ConnectionPool | None) -> None:
+    """Use :func:`check_if_idle` on ``pool``, Django's (``connection.pool``, None
+    when pooling is off)."""
+    if pool is None:
+        return
+    if getattr(pool, "_check", None) is not ConnectionPool.check_connection:
+        raise RuntimeError("psycopg_pool changed: cannot install the idle-only connection check")
+    pool._check = check_if_idle  # type: ignore[assignment]
