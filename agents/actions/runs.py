@@ -49,10 +49,11 @@ RUN_NOTIFY_CHANNEL = "claw_runs"
 RUN_SETTLED_CHANNEL = "claw_run_settled"
 
 
-def notify_run_settled(run_id: int) -> None:
-    """Tell waiting API calls the run settled; delivered when the transaction commits."""
+def notify_run_settled(run_id: int, payload: str | None = None) -> None:
+    """Tell waiting API calls the run settled; delivered when the transaction commits.
+    ``payload`` (``agents.actions.run_snapshot.settle_payload``) may carry the rows."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, %s)", [RUN_SETTLED_CHANNEL, str(run_id)])
+        cursor.execute("SELECT pg_notify(%s, %s)", [RUN_SETTLED_CHANNEL, payload or str(run_id)])
 
 
 def enqueue_run(run_id: int) -> None:

@@ -37,6 +37,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from agents.actions.run_snapshot import settle_payload
 from agents.actions.runs import (
     RUN_NOTIFY_CHANNEL,
     enqueue_next_runs,
@@ -438,7 +439,8 @@ def _finish_run(
     claim: Claim, owner: str, status: str, error: str, pending: list[Any], tools: ToolExecutor | None
 ) -> bool:
     run = (
-        Run._base_manager.select_for_update()
+        Run._base_manager.select_for_update(of=("self",))
+        .select_related("turn")
         .filter(pk=claim.run_id, lease_owner=owner, status=RunStatus.RUNNING)
         .first()
     )
@@ -449,15 +451,19 @@ def _finish_run(
         return True
     now = timezone.now()
     paused = status == RunStatus.AWAITING_APPROVAL
-    Run._base_manager.filter(pk=run.pk).update(
-        status=status,
-        error=error[:5000],
-        finished_at=None if paused else now,
-        lease_owner="",
-        lease_expires_at=None,
-        cancel_requested=False,
-    )
-    notify_run_settled(run.pk)
+    settled = {
+        "status": status,
+        "error": error[:5000],
+        "finished_at": None if paused else now,
+        "lease_owner": "",
+        "lease_expires_at": None,
+        "cancel_requested": False,
+    }
+    Run._base_manager.filter(pk=run.pk).update(**settled)
+    for name, value in settled.items():
+        setattr(run, name, value)
+    # Waiting API calls answer from these rows (the turn was selected with the run).
+    notify_run_settled(run.pk, settle_payload(run))
     if paused:
         ApprovalRequest._base_manager.bulk_create(
             [

@@ -21,6 +21,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 from django.core.serializers.json import DjangoJSONEncoder
 
+from agents.actions.run_snapshot import run_from_snapshot
 from agents.models import FINISHED_RUN_STATUSES, Run, RunEvent, RunStatus
 from agents.runtime.events import EPHEMERAL_EVENTS
 from channels_app.relay import event_frame, session_group, tenant_group
@@ -147,7 +148,10 @@ async def settle_run(run_id: int, *, deadline: float) -> Run | None:
             if run is None or run.status in SETTLED_STATUSES or remaining <= 0:
                 return run
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(woken, min(SETTLE_POLL_SECONDS, remaining))
+                snapshot = await asyncio.wait_for(woken, min(SETTLE_POLL_SECONDS, remaining))
+                if snapshot is not None:
+                    # The rows as the settling transaction committed them: no read.
+                    return run_from_snapshot(snapshot)
         finally:
             listener.unregister(run_id, woken)
 

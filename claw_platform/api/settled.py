@@ -1,9 +1,10 @@
 """Waiting for a run to settle without a listener per call (A2 ``wait``, A3).
 
 The worker NOTIFYs ``claw_run_settled`` with the run's id in the transaction that
-finishes the run or pauses it for approval (``agents.actions.runs.notify_run_settled``).
+finishes the run or pauses it for approval (``agents.actions.runs.notify_run_settled``),
+followed by the committed rows when they fit (``agents.actions.run_snapshot``).
 One thread per process LISTENs and wakes the calls waiting for that run, whatever
-their event loop. A waiter registers before it reads the run's row, so a settle that
+their event loop; a waiter's future gives the snapshot, or None. A waiter registers before it reads the run's row, so a settle that
 commits in between still wakes it; a lost connection wakes every waiter (they read
 their row again) and the listener reconnects. Waiters also re-read the row every few
 seconds, so a missed notification costs a poll, never a hung call.
@@ -29,7 +30,7 @@ READY_WAIT_SECONDS = 1.0
 class SettledListener:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: dict[int, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+        self._waiters: dict[int, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[str | None]]]] = {}
         self._ready = threading.Event()
         self._params = listen_connection_params()
         self._thread = threading.Thread(target=self._run, name="claw-run-settled", daemon=True)
@@ -41,14 +42,14 @@ class SettledListener:
         if not self._ready.is_set():
             await asyncio.to_thread(self._ready.wait, READY_WAIT_SECONDS)
 
-    def register(self, run_id: int) -> asyncio.Future[None]:
+    def register(self, run_id: int) -> asyncio.Future[str | None]:
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
+        future: asyncio.Future[str | None] = loop.create_future()
         with self._lock:
             self._waiters.setdefault(run_id, []).append((loop, future))
         return future
 
-    def unregister(self, run_id: int, future: asyncio.Future[None]) -> None:
+    def unregister(self, run_id: int, future: asyncio.Future[str | None]) -> None:
         with self._lock:
             waiters = [w for w in self._waiters.get(run_id, []) if w[1] is not future]
             if waiters:
@@ -56,16 +57,17 @@ class SettledListener:
             else:
                 self._waiters.pop(run_id, None)
 
-    def _wake(self, run_ids: list[int] | None) -> None:
+    def _wake(self, run_id: int | None, snapshot: str | None = None) -> None:
+        """Wake the waiters of ``run_id`` (every waiter when None) with ``snapshot``."""
         with self._lock:
-            if run_ids is None:
+            if run_id is None:
                 woken = [w for ws in self._waiters.values() for w in ws]
                 self._waiters.clear()
             else:
-                woken = [w for run_id in run_ids for w in self._waiters.pop(run_id, [])]
+                woken = self._waiters.pop(run_id, [])
         for loop, future in woken:
             if not loop.is_closed():
-                loop.call_soon_threadsafe(_resolve, future)
+                loop.call_soon_threadsafe(_resolve, future, snapshot)
 
     def _run(self) -> None:
         delay = 0.2
@@ -77,19 +79,22 @@ class SettledListener:
                     delay = 0.2
                     self._wake(None)  # whatever settled while nobody listened
                     for note in conn.notifies():
-                        if note.payload.isdigit():
-                            self._wake([int(note.payload)])
+                        run_id, _, snapshot = note.payload.partition(":")
+                        if run_id.isdigit():
+                            self._wake(int(run_id), snapshot or None)
             except Exception as exc:
                 self._ready.clear()
                 self._wake(None)
-                logger.warning("run-settled listener lost the database (%s); retrying in %.1fs", exc, delay)
+                # Said once per outage; the retries that follow are logged quietly.
+                log = logger.warning if delay == 0.2 else logger.debug
+                log("run-settled listener lost the database (%s); retrying in %.1fs", exc, delay)
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
+def _resolve(future: asyncio.Future[str | None], snapshot: str | None) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(snapshot)
 
 
 _listener: SettledListener | None = None

@@ -68,10 +68,16 @@ def test_a_pooled_connection_is_tested_only_after_sitting_idle(monkeypatch: pyte
     checked: list[object] = []
     real_check = ConnectionPool.check_connection
     monkeypatch.setattr(
-        ConnectionPool, "check_connection", staticmethod(lambda conn: checked.append(conn) or real_check(conn))
+        ConnectionPool,
+        "check_connection",
+        staticmethod(lambda conn: checked.append(conn) or real_check(conn)),
     )
-    params = {k: v for k, v in connection.get_connection_params().items() if k not in {"cursor_factory", "context"}}
-    pool = ConnectionPool(kwargs=params, open=False, check=ConnectionPool.check_connection, **db_pool.pool_options(1))
+    params = {
+        k: v for k, v in connection.get_connection_params().items() if k not in {"cursor_factory", "context"}
+    }
+    pool = ConnectionPool(
+        kwargs=params, open=False, check=ConnectionPool.check_connection, **db_pool.pool_options(1)
+    )
     db_pool.install(pool)  # as asgi.py does on the pool Django built
     with pool:
         with pool.connection() as conn:  # new: tested once
