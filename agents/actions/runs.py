@@ -64,7 +64,10 @@ def enqueue_run(run_id: int) -> None:
     transaction commits (``on_commit``)."""
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_notify(%s, %s)", [RUN_NOTIFY_CHANNEL, str(run_id)])
-    async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs")
+    # save=False: a delivered run task leaves no result row (the Run row is the
+    # record). Saving one also made django-q2's monitor lock and read up to
+    # save_limit result rows to prune them, for every run. Failures are still saved.
+    async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs", save=False)
 
 
 def enqueue_run_with_commit(run_id: int) -> None:

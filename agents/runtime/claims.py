@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.models import Message, Run, RunStatus
+from agents.models import Run, RunStatus
 
 # Claims are serialised by this advisory lock so the limit counts cannot race; a
 # claim is one short transaction, so the lock is held for a millisecond or two.
@@ -33,6 +33,8 @@ class Claim:
     resume: bool
 
 
+# One statement per claim: the claim, whether the run resumes (its turn already has
+# messages), and the checkpoint fix.
 _CLAIM_SQL = """
 WITH cand AS (
     SELECT r.id FROM agents_run r
@@ -46,20 +48,22 @@ WITH cand AS (
            WHERE t.tenant_id = r.tenant_id AND t.status = 'running' AND t.id <> r.id) < %(per_tenant)s
       AND (SELECT count(*) FROM agents_run g WHERE g.status = 'running' AND g.id <> r.id) < %(global)s
     FOR UPDATE OF r SKIP LOCKED
+), claimed AS (
+    UPDATE agents_run r SET status = 'running', attempt = r.attempt + 1, lease_owner = %(owner)s,
+        lease_expires_at = now() + make_interval(secs => %(lease)s), heartbeat_at = now(),
+        started_at = coalesce(r.started_at, now())
+    FROM cand WHERE r.id = cand.id
+    RETURNING r.id, r.tenant_id, r.session_id, r.turn_id, r.attempt, r.event_seq,
+        EXISTS (SELECT 1 FROM agents_message m WHERE m.turn_id = r.turn_id) AS resume
+), fixed AS (
+    -- A run queued behind another opened its turn (and undo checkpoint) when the
+    -- message arrived; unless it resumes, its checkpoint must point after the
+    -- messages of the earlier run.
+    UPDATE agents_checkpoint c SET message_seq = t.last_seq
+    FROM claimed cl JOIN agents_turn tu ON tu.id = cl.turn_id JOIN agents_thread t ON t.id = tu.thread_id
+    WHERE NOT cl.resume AND c.thread_id = tu.thread_id AND c.number = tu.number
 )
-UPDATE agents_run r SET status = 'running', attempt = r.attempt + 1, lease_owner = %(owner)s,
-    lease_expires_at = now() + make_interval(secs => %(lease)s), heartbeat_at = now(),
-    started_at = coalesce(r.started_at, now())
-FROM cand WHERE r.id = cand.id
-RETURNING r.id, r.tenant_id, r.session_id, r.turn_id, r.attempt, r.event_seq
-"""
-
-# A run queued behind another opened its turn (and undo checkpoint) when the message
-# arrived; its checkpoint must point after the earlier run's messages.
-_FIX_CHECKPOINT_SQL = """
-UPDATE agents_checkpoint c SET message_seq = t.last_seq
-FROM agents_turn tu JOIN agents_thread t ON t.id = tu.thread_id
-WHERE tu.id = %(turn)s AND c.thread_id = tu.thread_id AND c.number = tu.number
+SELECT id, tenant_id, session_id, turn_id, attempt, event_seq, resume FROM claimed
 """
 
 
@@ -87,13 +91,8 @@ def claim_runs(run_ids: list[int], owner: str) -> list[Claim]:
         for run_id in sorted(set(run_ids)):
             cursor.execute(_CLAIM_SQL, {**params, "run": run_id})
             row = cursor.fetchone()
-            if row is None:
-                continue
-            run_pk, tenant_id, session_id, turn_id, attempt, event_seq = row
-            resume = Message._base_manager.filter(turn_id=turn_id).exists()
-            if not resume:
-                cursor.execute(_FIX_CHECKPOINT_SQL, {"turn": turn_id})
-            claims.append(Claim(run_pk, tenant_id, session_id, turn_id, attempt, event_seq, resume))
+            if row is not None:
+                claims.append(Claim(*row))
     return claims
 
 

@@ -315,6 +315,9 @@ def main() -> int:
     parser.add_argument("--layer", choices=["postgres", "redis"], default="postgres")
     parser.add_argument("--broker", choices=["orm", "redis"], default="orm")
     parser.add_argument("--q-workers", type=int, default=1)
+    parser.add_argument(
+        "--workers", type=int, default=1, help="claw_worker processes (each runs its own run loop)"
+    )
     parser.add_argument("--timeout", type=float, default=180)
     args = parser.parse_args()
 
@@ -373,9 +376,12 @@ def main() -> int:
             env,
             logs / "web.log",
         ),
-        start([sys.executable, "manage.py", "claw_worker"], env, logs / "worker.log"),
+        *(
+            start([sys.executable, "manage.py", "claw_worker"], env, logs / f"worker-{n}.log")
+            for n in range(args.workers)
+        ),
     ]
-    _tokens_proc, web, worker = processes
+    _tokens_proc, web, worker = processes[:3]
     try:
         wait_http(f"{token_url}/v1/models")
         wait_http(f"{url}/healthz")
@@ -399,7 +405,7 @@ def main() -> int:
     failures = [r.failed for r in results if r.failed]
     tokens_expected = args.streams * args.tokens
     print(
-        f"configuration: layer={args.layer} broker={args.broker} q-workers={args.q_workers} "
+        f"configuration: layer={args.layer} broker={args.broker} q-workers={args.q_workers} workers={args.workers} "
         f"streams={args.streams} idle={args.idle} tokens/stream={args.tokens} every {args.interval * 1000:.0f} ms"
     )
     print(

@@ -248,6 +248,14 @@ def test_queue_policy_runs_a_sessions_messages_one_at_a_time_in_order(live_agent
         ("user", second.turn_id),
         ("assistant", second.turn_id),
     ]
+    # The second turn's undo checkpoint was moved past the first run's messages when
+    # it was claimed: undoing it hides only its own two messages.
+    from agents.actions.conversation import do_undo
+    from agents.models import MessageState, Session
+
+    do_undo(Session.objects.unscoped().get(pk=session.pk))
+    active = Message.objects.unscoped().filter(session=session, state=MessageState.ACTIVE)
+    assert sorted(active.values_list("turn_id", flat=True)) == [first.turn_id, first.turn_id]
 
 
 def test_interrupt_policy_cancels_the_active_run(live_agent):
