@@ -20,13 +20,15 @@ import psycopg
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connections
 
+from claw_platform.db_pool import IDLE_CHECK_SECONDS
+
 T = TypeVar("T")
 
 
-# A connection idle this long is tested before use: a database restart breaks idle
-# connections silently, and the first statement on one would fail. Busy connections
-# (the hot paths) are never tested; one a restart breaks mid-burst fails one call.
-IDLE_CHECK_SECONDS = 5.0
+# A connection idle longer than IDLE_CHECK_SECONDS is tested before use: a database
+# restart breaks idle connections silently, and the first statement on one would fail.
+# Busy connections (the hot paths) are never tested; one a restart breaks mid-burst
+# fails one call. The web process's pool follows the same rule (claw_platform.db_pool).
 
 
 def drop_broken_connections() -> None:

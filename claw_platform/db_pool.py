@@ -19,6 +19,7 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
+# Also the rule for executor threads' connections (claw_platform.db).
 IDLE_CHECK_SECONDS = 5.0
 
 _returned_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()

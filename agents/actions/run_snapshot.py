@@ -28,7 +28,13 @@ MAX_PAYLOAD_BYTES = 7900
 def settle_payload(run: Run) -> str:
     """``"<id>:<snapshot>"``, or ``"<id>"`` when the rows do not fit. ``run.turn``
     must hold the committed turn (selected with the run)."""
-    snapshot = json.dumps({"run": _row(run), "turn": _row(run.turn)}, default=_encode, separators=(",", ":"))
+    try:
+        snapshot = json.dumps(
+            {"run": _row(run), "turn": _row(run.turn)}, default=_encode, separators=(",", ":")
+        )
+    except (TypeError, ValueError):
+        # A value with no JSON form must not fail the run's settle: waiters read the rows.
+        return str(run.pk)
     payload = f"{run.pk}:{snapshot}"
     return payload if len(payload.encode()) <= MAX_PAYLOAD_BYTES else str(run.pk)
 
