@@ -140,8 +140,15 @@ def active_run(session: Session) -> Run | None:
 # ---------------------------------------------------------------- messages
 
 
+class AgentDisabled(Exception):
+    """The session's agent is switched off; ``do_send_message(..., require_enabled=True)``
+    starts nothing."""
+
+
 @transaction.atomic
-def do_send_message(session: Session, text: str, *, acting_user: Any) -> Run | None:
+def do_send_message(
+    session: Session, text: str, *, acting_user: Any, require_enabled: bool = False
+) -> Run | None:
     """A user message: its Turn and a queued Run, enqueued when the transaction
     commits, and a stored ``run.queued`` event (so every open tab shows it at once).
     ``/stop`` cancels the session's active run instead (returned, or None when
@@ -155,6 +162,9 @@ def do_send_message(session: Session, text: str, *, acting_user: Any) -> Run | N
 
     One run per session executes at a time (S6): a new message queues behind the
     active run, or, when the agent's ``busy_policy`` is ``interrupt``, cancels it.
+
+    ``session`` may be an unsaved ``Session(pk=…, tenant_id=…)``: its row is read
+    here, for that tenant only (``Session.DoesNotExist`` otherwise).
     """
     _check_actor(session.tenant_id, acting_user)
     command = parse_slash_command(text)
@@ -170,8 +180,10 @@ def do_send_message(session: Session, text: str, *, acting_user: Any) -> Run | N
     locked = (
         Session._base_manager.select_for_update(no_key=True, of=("self",))
         .select_related("agent")
-        .get(pk=session.pk)
+        .get(pk=session.pk, tenant_id=session.tenant_id)
     )
+    if require_enabled and not locked.agent.enabled:
+        raise AgentDisabled(locked.agent.slug)
     waiting = list(
         Run._base_manager.select_for_update(no_key=True)
         .filter(session_id=session.pk, status=RunStatus.AWAITING_APPROVAL)

@@ -8,3 +8,6 @@ class ApiConfig(AppConfig):
 
     def ready(self) -> None:
         from claw_platform.api import schema  # noqa: F401  (registers the auth schemes)
+        from claw_platform.api.key_cache import connect_signals
+
+        connect_signals()

@@ -13,6 +13,8 @@ from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from claw_platform.api.key_cache import key_cache
+from claw_platform.api.listener import process_listener
 from claw_platform.api.models import ApiKey
 from claw_platform.api.principal import Principal
 from claw_platform.api.secrets import key_matches, key_prefix
@@ -33,22 +35,33 @@ def bearer_token(request: Any) -> str | None:
 
 def authenticate_key(token: str) -> ApiKey:
     """The active key for ``token``; AuthenticationFailed otherwise (one message for
-    unknown, revoked and expired keys, so a caller learns nothing from it)."""
+    unknown, revoked and expired keys, so a caller learns nothing from it). A key
+    this process read before comes from :mod:`claw_platform.api.key_cache`."""
     prefix = key_prefix(token)
-    api_key = (
-        ApiKey.objects.unscoped()
-        .select_related("tenant", "created_by")
-        .filter(prefix=prefix, tenant__is_active=True)
-        .first()
-        if prefix
-        else None
-    )
+    api_key = _load_key(prefix) if prefix else None
     if api_key is None or not key_matches(token, api_key.key_hash) or not api_key.is_active:
         raise exceptions.AuthenticationFailed("Invalid, expired or revoked API key.")
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
         ApiKey.objects.unscoped().filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
+    return api_key
+
+
+def _load_key(prefix: str) -> ApiKey | None:
+    cached = key_cache.get(prefix)
+    if cached is not None:
+        return cached
+    process_listener()  # keys are kept only while it listens for their changes
+    version = key_cache.version()
+    api_key = (
+        ApiKey.objects.unscoped()
+        .select_related("tenant", "created_by")
+        .filter(prefix=prefix, tenant__is_active=True)
+        .first()
+    )
+    if api_key is not None:
+        key_cache.put(prefix, api_key, version)
     return api_key
 
 

@@ -133,20 +133,30 @@ async def follow_run(
                     return
 
 
-async def settle_run(run_id: int, *, deadline: float) -> Run | None:
+async def settle_run(run_id: int, *, deadline: float, queued_at: float | None = None) -> Run | None:
     """Wait until the run is finished or awaits approval (its row says so), or the
     deadline passes; returns the run as stored then. Woken by the worker's NOTIFY
     (``claw_platform.api.settled``), not by the run's event stream: a waiting call
-    costs no channel-layer traffic however much the run streams."""
+    costs no channel-layer traffic however much the run streams.
+
+    ``queued_at`` (monotonic, taken before the transaction that queued the run
+    committed): when this process has listened without a break since then, no settle
+    can have been missed, so the row is not read before waiting."""
     listener = settled_listener()
     await listener.ready()
+    trust_notifications = queued_at is not None and listener.listening_since(queued_at)
     while True:
-        woken = listener.register(run_id)
+        woken = listener.register(run_id, recent=trust_notifications)
         try:
-            run = await _db(_settled_row)(run_id)
+            run: Run | None = None
+            if not trust_notifications:
+                run = await _db(_settled_row)(run_id)
+                if run is None or run.status in SETTLED_STATUSES:
+                    return run
             remaining = deadline - time.monotonic()
-            if run is None or run.status in SETTLED_STATUSES or remaining <= 0:
-                return run
+            if remaining <= 0:
+                return run if run is not None else await _db(_settled_row)(run_id)
+            trust_notifications = False  # after a wake without rows, or a poll: read them
             with contextlib.suppress(TimeoutError):
                 snapshot = await asyncio.wait_for(woken, min(SETTLE_POLL_SECONDS, remaining))
                 if snapshot is not None:

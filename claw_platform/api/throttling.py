@@ -1,5 +1,7 @@
-"""Rate limits (X4) with DRF's throttles over the shared cache (``CLAW_CACHE_URL``:
-a PostgreSQL table by default, so every Daphne process counts against one budget)."""
+"""Rate limits (X4), shared by every Daphne process: per key or member in one
+statement (:mod:`claw_platform.api.rate_limit`); pairing and webhook sources with
+DRF's throttles over the shared cache (``CLAW_CACHE_URL``: a PostgreSQL table by
+default)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
 from claw_platform.api.principal import Principal
+from claw_platform.api.rate_limit import take
 
 
 def source_address(request: Any) -> str:
@@ -18,9 +21,23 @@ def source_address(request: Any) -> str:
 
 class PrincipalRateThrottle(SimpleRateThrottle):
     """Every call of an API key (or a signed-in member) counts against its own budget
-    (``CLAW_API_RATE``, 600/min by default)."""
+    (``CLAW_API_RATE``, 600/min by default), in one statement per call
+    (:mod:`claw_platform.api.rate_limit`)."""
 
     scope = "principal"
+    _wait: float | None = None
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        if self.rate is None:
+            return True
+        key = self.get_cache_key(request, view)
+        if key is None:
+            return True
+        self._wait = take(key, int(self.num_requests or 0), float(self.duration or 0))
+        return self._wait is None
+
+    def wait(self) -> float | None:
+        return self._wait
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         principal = request.auth

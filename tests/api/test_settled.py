@@ -18,7 +18,9 @@ from agents.actions.run_snapshot import MAX_PAYLOAD_BYTES, run_from_snapshot, se
 from agents.actions.runs import do_send_message, finish_unstarted_run, notify_run_settled
 from agents.models import Run, RunStatus, Turn
 from claw_platform.api import live
+from claw_platform.api.listener import process_listener
 from claw_platform.api.serializers.conversation import run_payload
+from claw_platform.api.settled import settled_waiters
 
 
 def queued_run(tenant_a: Any, title: str) -> Run:
@@ -115,3 +117,54 @@ def test_rows_too_large_for_a_notification_send_the_id_alone(tenant_a: Any) -> N
     )
     run.turn.response_text = "x" * MAX_PAYLOAD_BYTES
     assert settle_payload(run) == str(run.pk)
+
+
+def settled_after(run: Run, monkeypatch: pytest.MonkeyPatch, **kwargs: Any) -> tuple[Run | None, int]:
+    """``settle_run`` on a run that settled already; the result and the rows read."""
+    reads: list[int] = []
+    read_row = live._settled_row
+
+    def counting_read(run_id: int) -> Run | None:
+        reads.append(run_id)
+        return read_row(run_id)
+
+    monkeypatch.setattr(live, "_settled_row", counting_read)
+    monkeypatch.setattr(live, "SETTLE_POLL_SECONDS", 600.0)
+    settled = async_to_sync(live.settle_run)(run.pk, deadline=time.monotonic() + 600, **kwargs)
+    return settled, len(reads)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+def test_a_new_runs_settle_that_beats_its_waiter_is_not_missed_and_nothing_is_read(
+    tenant_a: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert process_listener().ready.wait(10)
+    queued_at = time.monotonic()
+    run = queued_run(tenant_a, "quick")
+    finish_as_the_worker_does(run.pk)  # settles before anyone waits for it
+    settled, reads = settled_after(run, monkeypatch, queued_at=queued_at)
+    assert settled is not None
+    assert (settled.status, reads) == (RunStatus.COMPLETED, 0)
+    # Queued before the listener listened (or a resumed run): the row is read first.
+    settled, reads = settled_after(run, monkeypatch, queued_at=queued_at - 3600)
+    assert settled is not None
+    assert (settled.status, reads) == (RunStatus.COMPLETED, 1)
+    settled, reads = settled_after(run, monkeypatch)
+    assert (settled.status if settled else None, reads) == (RunStatus.COMPLETED, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+def test_a_lost_listener_is_not_trusted_for_runs_queued_before_it_came_back(
+    tenant_a: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert process_listener().ready.wait(10)
+    queued_at = time.monotonic()
+    run = queued_run(tenant_a, "outage")
+    cancel(run.pk)
+    settled_waiters.disconnected()  # the notification may have been missed meanwhile
+    settled_waiters.connected()
+    settled, reads = settled_after(run, monkeypatch, queued_at=queued_at)
+    assert settled is not None
+    assert (settled.status, reads) == (RunStatus.CANCELLED, 1)

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from claw_platform.api.key_cache import forget_key
 from claw_platform.api.models import ApiKey, PairingCode, Scope
 from claw_platform.api.secrets import new_api_key, new_pairing_code, normalise_pairing_code, sha256_hex
 from claw_platform.audit.actions import record_audit_event
@@ -67,6 +68,7 @@ def do_revoke_api_key(api_key: ApiKey, *, acting_user: Any, ip: str | None = Non
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         ApiKey._base_manager.filter(pk=api_key.pk).update(revoked_at=api_key.revoked_at)
+        forget_key(api_key.prefix)
         record_audit_event(
             action="apikey.revoked", actor=acting_user, obj=api_key, diff={"revoked": [False, True]}, ip=ip
         )

@@ -152,6 +152,7 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
         except ValueError:
             raise WireError("The body is not valid JSON.", code="invalid_json") from None
         chat = parse_chat_request(body)
+        queued_at = time.monotonic()
         started = await _db(_start)(principal, chat, request.META.get(SESSION_HEADER, ""))
         if started.command_text is not None:
             return JsonResponse(
@@ -172,7 +173,9 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
             streaming[name] = value
         streaming["X-Claw-Session"] = str(started.session_id)
         return streaming
-    run = await settle_run(started.run.pk, deadline=deadline)
+    # A new run (its turn set by do_send_message), not one an approval reply resumed.
+    new_run = Run.turn.is_cached(started.run)
+    run = await settle_run(started.run.pk, deadline=deadline, queued_at=queued_at if new_run else None)
     try:
         text = _outcome_text(run)
     except WireError as error:

@@ -142,5 +142,10 @@ class DecisionSerializer(StrictSerializer):
     reason = serializers.CharField(max_length=2000, required=False, allow_blank=True, default="")
 
 
+# Building a ModelSerializer's fields costs ten times representing one run with them;
+# representing keeps no state, so one serializer serves every thread.
+_run_serializer = RunSerializer()
+
+
 def run_payload(run: Run) -> dict[str, Any]:
-    return dict(RunSerializer(run).data)
+    return dict(_run_serializer.to_representation(run))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
-from django.http import StreamingHttpResponse
+from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import mixins, serializers
@@ -21,7 +22,7 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.actions.runs import do_cancel_run, do_decide_approval, do_send_message
+from agents.actions.runs import AgentDisabled, do_cancel_run, do_decide_approval, do_send_message
 from agents.engine.commands import parse_slash_command
 from agents.models import (
     ApprovalRequest,
@@ -62,6 +63,7 @@ CommandReplySerializer = inline_serializer(
     "CommandReply",
     {"command": serializers.CharField(), "text": serializers.CharField(), "status": serializers.CharField()},
 )
+NO_SESSION = "No Session matches the given query."  # get_object's words
 TurnNumberSerializer = inline_serializer("TurnNumber", {"turn": serializers.IntegerField()})
 
 
@@ -69,14 +71,14 @@ def _deadline(seconds: int | None) -> float:
     return time.monotonic() + float(seconds or settings.CLAW_API_WAIT_SECONDS)
 
 
-def wait_response(run: Run, seconds: int | None) -> StreamingHttpResponse:
+def wait_response(run: Run, seconds: int | None, *, queued_at: float | None = None) -> StreamingHttpResponse:
     """200 with the run once it finished or paused for approval (or the wait ran
     out: then it is still ``running``). Streamed, so no thread waits for it."""
     deadline = _deadline(seconds)
     run_id = run.pk
 
     async def body() -> AsyncIterator[bytes]:
-        settled = await settle_run(run_id, deadline=deadline)
+        settled = await settle_run(run_id, deadline=deadline, queued_at=queued_at)
         yield json.dumps(run_payload(settled) if settled else {}, cls=DjangoJSONEncoder).encode()
 
     return StreamingHttpResponse(body(), content_type="application/json", status=200)
@@ -189,36 +191,61 @@ class SessionViewSet(
     )
     @action(detail=True, methods=["get", "post"], filterset_class=None, renderer_classes=SSE_RENDERERS)
     def messages(self, request: Request, pk: str) -> Any:
-        session = self.get_object()
         if request.method == "GET":
+            session = self.get_object()
             queryset = Message.objects.filter(
                 session=session, thread_id=session.active_thread_id, state=MessageState.ACTIVE
             ).order_by("seq")
             page = self.paginate_queryset(queryset)
             return self.get_paginated_response(MessageSerializer(page, many=True).data)
         body = SendMessageSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        if not body.is_valid():
+            self.get_object()  # a missing or another tenant's session: 404 before the body's errors
+            raise serializers.ValidationError(body.errors)
         text, mode, timeout = (
             body.validated_data["text"],
             body.validated_data["mode"],
             body.validated_data.get("timeout"),
         )
         command = parse_slash_command(text)
-        if command is not None and command.name != "stop":
-            reply = async_to_sync(handle_message)(session.pk, text)
-            return Response({"command": reply.command, "text": reply.text, "status": reply.status})
-        if not session.agent.enabled:
-            raise ApiError(409, "agent_disabled", f"The agent {session.agent.slug!r} is disabled.")
-        run = do_send_message(session, text, acting_user=self.principal.acting_user)
+        queued_at = time.monotonic()
+        if command is None:
+            run = self._send(pk, text)
+        else:
+            session = self.get_object()
+            if command.name != "stop":
+                reply = async_to_sync(handle_message)(session.pk, text)
+                return Response({"command": reply.command, "text": reply.text, "status": reply.status})
+            run = do_send_message(session, text, acting_user=self.principal.acting_user)
         if run is None:
             raise ApiError(409, "nothing_running", "Nothing is running in this session.")
-        if not Run.turn.is_cached(run):  # an approval reply or /stop: read it as it is now
+        new_run = Run.turn.is_cached(run)  # its turn set by do_send_message
+        if not new_run:  # an approval reply or /stop: read it as it is now
             run = Run.objects.select_related("turn").get(pk=run.pk)
         if command is not None or mode == "async":
             return Response(run_payload(run), status=202 if command is None else 200)
         if mode == "wait":
-            return wait_response(run, timeout)
+            return wait_response(run, timeout, queued_at=queued_at if new_run else None)
         return stream_response(run, timeout, first=run_payload(run))
+
+    def _send(self, pk: str, text: str) -> Run | None:
+        """A message to session ``pk`` of the caller's tenant. The action's locking read
+        of the session is the lookup (no read of it beforehand)."""
+        try:
+            session_id = uuid.UUID(pk)
+        except ValueError:
+            raise Http404(NO_SESSION) from None
+        try:
+            return do_send_message(
+                Session(pk=session_id, tenant_id=self.principal.tenant_id),
+                text,
+                acting_user=self.principal.acting_user,
+                require_enabled=True,
+            )
+        except Session.DoesNotExist:
+            raise Http404(NO_SESSION) from None
+        except AgentDisabled as disabled:
+            raise ApiError(409, "agent_disabled", f"The agent {str(disabled)!r} is disabled.") from None
 
 
 class RunFilter(django_filters.FilterSet):
