@@ -48,6 +48,41 @@ async def test_concurrent_receivers_each_get_every_group_message_once() -> None:
         assert [m["n"] for m in await drain(layer, channel)] == [1, 2]
 
 
+async def test_concurrent_group_sends_share_statements_and_keep_each_senders_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    layer = new_layer()
+    groups = [f"session_batch{i}" for i in range(20)]
+    channels = {}
+    for group in groups:
+        channels[group] = await layer.new_channel()
+        await layer.group_add(group, channels[group])
+    await layer.group_add(groups[0], channels[groups[0]])  # added twice: still one copy
+    other = await layer.new_channel()  # in no group: gets nothing
+    for channel in [*channels.values(), other]:
+        assert await drain(layer, channel, wait=0.01) == []  # listening, as a consumer is
+    statements: list[int] = []  # messages per statement
+    execute = layer._execute
+
+    async def counting(statement: Any, params: tuple[Any, ...], **options: Any) -> None:
+        statements.append(len(params[1]))
+        await execute(statement, params, **options)
+
+    monkeypatch.setattr(layer, "_execute", counting)
+
+    async def sender(group: str) -> None:
+        for n in range(10):
+            await layer.group_send(group, {"type": "run.event", "group": group, "n": n})
+
+    await asyncio.gather(*(sender(g) for g in groups))
+    assert sum(statements) == 200
+    assert len(statements) < 100  # while one statement ran, the others' messages queued
+    for group in groups:
+        got = await drain(layer, channels[group])
+        assert [(m["group"], m["n"]) for m in got] == [(group, n) for n in range(10)]
+    assert await drain(layer, other, wait=0.2) == []
+
+
 async def test_a_message_sent_before_the_listener_is_up_is_not_lost() -> None:
     layer = new_layer()
     channel = await layer.new_channel()
