@@ -40,8 +40,6 @@ import asyncio
 import logging
 from typing import Any
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from agents.actions.runs import active_run, do_cancel_run, do_decide_approval, do_send_message
@@ -50,8 +48,10 @@ from agents.models import ApprovalRequest, Run, Session, Turn
 from agents.runtime.chat import handle_message
 from agents.runtime.events import events_after
 from channels_app.access import SessionNotFound, access_session
+from channels_app.live_consumer import LiveJsonConsumer
 from channels_app.relay import event_frame, session_group
 from channels_app.transcript import UNFINISHED, turn_state
+from claw_platform.db import db_async
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ class ClientError(Exception):
     """A refusal the client is told about in an ``error`` frame."""
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class SessionConsumer(LiveJsonConsumer):
     session: Session
     can_act: bool
     group: str
@@ -89,7 +89,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         try:
-            access = await database_sync_to_async(access_session)(user, session_id)
+            access = await db_async(access_session)(user, session_id)
         except SessionNotFound:
             await self.close(code=CLOSE_NOT_FOUND)
             return
@@ -119,7 +119,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self._auth_timer.cancel()
         key = content.get("key") if isinstance(content, dict) and content.get("type") == "auth" else None
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
-        access = await database_sync_to_async(key_session_access)(key, session_id)
+        access = await db_async(key_session_access)(key, session_id)
         if access is None or isinstance(access, int):
             await self.close(code=access if isinstance(access, int) else CLOSE_UNAUTHENTICATED)
             return
@@ -187,7 +187,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             return
         # Its events (run.queued, run.cancelled, approval.decided) reach every tab of
         # the session through the relay once stored.
-        run = await database_sync_to_async(self._send_message)(text, self.scope["user"])
+        run = await db_async(self._send_message)(text, self.scope["user"])
         if run is None and command is not None:
             await self._error("Nothing is running.")
 
@@ -197,7 +197,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
 
     async def _on_stop(self, content: dict[str, Any]) -> None:
         self._require_actor()
-        stopped = await database_sync_to_async(self._stop)(self.scope["user"])
+        stopped = await db_async(self._stop)(self.scope["user"])
         if stopped is None:
             raise ClientError("Nothing is running.")
 
@@ -214,7 +214,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(reason, str):
             raise ClientError("The reason must be text.")
         always = bool(content.get("always")) and content["type"] == "approve"
-        await database_sync_to_async(self._decide)(
+        await db_async(self._decide)(
             content, content["type"] == "approve", reason, always, self.scope["user"]
         )
 
@@ -235,9 +235,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def _on_resume(self, content: dict[str, Any]) -> None:
         after = _int(content.get("after") or 0)
         run_id = content.get("run")
-        frames = await database_sync_to_async(self._replay)(
-            _int(run_id) if run_id is not None else None, after
-        )
+        frames = await db_async(self._replay)(_int(run_id) if run_id is not None else None, after)
         for frame in frames:
             await self.send_json(frame)
 

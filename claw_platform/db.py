@@ -3,21 +3,29 @@
 Django repairs a broken connection only between requests (``close_old_connections``),
 and only in the thread that handled the request. Code that runs sync functions in
 executor threads has no such moment: after a database restart every executor thread
-would keep a dead connection for good. :func:`db_async` runs a sync function like
-``sync_to_async(fn, thread_sensitive=False)``, and first drops that thread's
-connections that saw an error, or that sat idle for a while and no longer answer,
-so the call reconnects. A connection in steady use costs nothing extra.
+would keep a dead connection for good. :func:`db_async` runs a sync function in the
+loop's default executor, in a copy of the caller's context (the tenant scope goes
+along), and first drops that thread's connections that saw an error, or that sat
+idle for a while and no longer answer, so the call reconnects. A connection in
+steady use costs nothing extra.
+
+Not asgiref's ``sync_to_async(thread_sensitive=False)``, which does the same but
+also walks every context variable before and after each call: about 300 us of the
+event loop's time per call, which a worker starting two hundred runs (a dozen calls
+each) cannot spare. A change the function makes to a context variable stays in its
+own copy.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import time
-from collections.abc import Callable
-from functools import wraps
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import psycopg
-from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, connections
 
 from claw_platform.db_pool import IDLE_CHECK_SECONDS
@@ -68,8 +76,7 @@ def release_pooled_connections() -> None:
             conn.close()
 
 
-def db_async(fn: Callable[..., T]) -> Callable[..., Any]:
-    @wraps(fn)
+def db_async(fn: Callable[..., T]) -> Callable[..., Coroutine[Any, Any, T]]:
     def call(*args: Any, **kwargs: Any) -> T:
         drop_broken_connections()
         try:
@@ -78,7 +85,13 @@ def db_async(fn: Callable[..., T]) -> Callable[..., Any]:
             _mark_used()
             release_pooled_connections()
 
-    return sync_to_async(call, thread_sensitive=False)
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> T:
+        context = contextvars.copy_context()
+        job = functools.partial(context.run, call, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(None, job)
+
+    return run
 
 
 def is_database_outage(exc: BaseException) -> bool:

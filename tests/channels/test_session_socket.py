@@ -231,3 +231,22 @@ async def test_approve_and_deny_decide_only_this_sessions_requests(tenant_a: Any
     assert run.status == RunStatus.QUEUED
     await communicator.disconnect()
     await viewer.disconnect()
+
+
+async def test_a_closed_socket_leaves_no_channel_state_in_the_layer(tenant_a: Any) -> None:
+    from channels.layers import get_channel_layer
+    from channels_postgres import core
+
+    session = await sync_to_async(member_session)(tenant_a)
+    layer = get_channel_layer()
+    before = set(core.ASYNCIO_EVENT_CHANNEL_MAPPING)
+    communicator, connected, _ = await open_socket(session.pk, tenant_a.member)
+    assert connected
+    await communicator.send_json_to({"type": "resume"})  # a round trip: the socket is live
+    await asyncio.sleep(0.2)
+    opened = set(core.ASYNCIO_EVENT_CHANNEL_MAPPING) - before
+    assert len(opened) == 1
+    await communicator.disconnect()
+    await asyncio.sleep(0.1)
+    assert not opened & set(core.ASYNCIO_EVENT_CHANNEL_MAPPING)
+    assert not opened & set(layer._channel_advisory_locks)

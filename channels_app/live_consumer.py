@@ -1,0 +1,71 @@
+"""A JSON WebSocket consumer built for many live streams in one process.
+
+channels' ``AsyncConsumer`` is right but costly at thousands of relayed messages a
+second: for every message it waits on both sources with ``asyncio.wait`` (a future
+and callbacks on each), starts a new task for the next receive, and before each
+handler hops to asgiref's one shared thread to close stale database connections. At
+200 streams that hop alone queued every token of every socket behind each other's,
+seconds deep.
+
+:class:`LiveJsonConsumer` keeps its contract (handlers named by message type, one
+handler at a time per socket, ``StopConsumer`` ends it) with one long-lived task per
+source and a lock that serialises the handlers. Handlers that use the database do
+so through ``claw_platform.db.db_async``, which looks after the thread's connection.
+When the socket ends, a layer that keeps per-channel state
+(``claw_platform.channel_layer``) is told to drop the channel's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.consumer import get_handler_name
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.layers import get_channel_layer
+
+
+class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        self.base_send = send
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        sources: list[Callable[[], Awaitable[dict[str, Any]]]] = [receive]
+        if self.channel_layer is not None:
+            self.channel_name = await self.channel_layer.new_channel()
+            channel_name = self.channel_name
+            layer = self.channel_layer
+            sources.append(lambda: layer.receive(channel_name))
+        turn = asyncio.Lock()
+
+        async def pump(source: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+            while True:
+                message = await source()
+                async with turn:
+                    await self.dispatch(message)
+
+        tasks = [asyncio.ensure_future(pump(source)) for source in sources]
+        try:
+            done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # StopConsumer, or the handler's error
+        except StopConsumer:
+            pass
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, StopConsumer, Exception):
+                    await task
+            release = getattr(self.channel_layer, "release_channel", None)
+            if release is not None:
+                release(self.channel_name)
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
