@@ -1,13 +1,15 @@
 """The channel-layer relay for run events (U1): every event of a run goes to the group
 of the run's session, where each open ``SessionConsumer`` passes it to its browser.
 
-Text deltas arrive already coalesced by the engine (``agents.engine.streaming``: about
-80 characters or 40 ms a batch), so one relayed chunk is one channel-layer message --
-with ``channels_postgres`` one row and one NOTIFY -- not one per token.
+A worker's events arrive in batches from its relay pump (``agents.runtime.relay_pump``:
+one batch while the previous one is being sent), and a batch goes to the layer in one
+call: with ``claw_platform.channel_layer`` one statement and one commit for the
+deltas of every streaming run, not one per token.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections import OrderedDict
@@ -15,7 +17,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from agents.runtime.events import EPHEMERAL_EVENTS
+from agents.runtime.relay_pump import EPHEMERAL_EVENTS, MAX_MERGED_CHARS
 from claw_platform.db import db_async
 
 logger = logging.getLogger(__name__)
@@ -27,6 +29,7 @@ RUN_EVENT_MESSAGE = "run.event"
 # bigger stored event (a long final reply, a large tool preview) is relayed as a
 # stub; the client reads it whole from the database with ``resume``.
 MAX_RELAYED_PAYLOAD_CHARS = 4_000
+_DELTA_KEYS = frozenset({"text", "offset", "stream", "run_id"})
 
 
 def session_group(session_id: Any) -> str:
@@ -60,24 +63,41 @@ class ChannelLayerRelay:
         self.layer_alias = layer_alias
         self._sessions: OrderedDict[Any, Any] = OrderedDict()
 
-    async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None:
-        known = self._sessions.get(run_id)
-        if known is None:
-            known = await db_async(_session_of_run)(run_id)
-            if known is None:
-                return
-            self._sessions[run_id] = known
-            while len(self._sessions) > self.MAX_KNOWN_RUNS:
+    def remember_run(self, run_id: int, session_id: Any, tenant_id: int) -> None:
+        """The run's session and tenant, from a caller that has them at hand."""
+        self._sessions[run_id] = (session_id, tenant_id)
+        while len(self._sessions) > self.MAX_KNOWN_RUNS:
+            try:  # web processes call this from their database threads as well
                 self._sessions.popitem(last=False)
-        session_id, tenant_id = known
-        await self.publish(
-            session_id=session_id,
-            run_id=run_id,
-            seq=seq,
-            event_type=event_type,
-            payload=payload,
-            tenant_id=tenant_id,
-        )
+            except KeyError:
+                break
+
+    async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None:
+        await self.relay_many([(run_id, seq, event_type, payload)])
+
+    async def relay_many(self, events: list[tuple[int, int, str, dict[str, Any]]]) -> None:
+        """Publish ``events`` (run id, seq, type, payload) in this order, in one layer
+        call when the layer can take many messages at once."""
+        layer = get_channel_layer(self.layer_alias)
+        if layer is None:
+            return
+        unknown = {run_id for run_id, *_ in events if run_id not in self._sessions}
+        if unknown:
+            for run_id, session_id, tenant_id in await db_async(_sessions_of_runs)(sorted(unknown)):
+                self.remember_run(run_id, session_id, tenant_id)
+        messages: list[tuple[str, dict[str, Any]]] = []
+        for run_id, seq, event_type, payload in events:
+            known = self._sessions.get(run_id)
+            if known is None:
+                continue  # the run is gone
+            session_id, tenant_id = known
+            messages += _messages(session_id, run_id, seq, event_type, payload, tenant_id)
+        try:
+            await group_send_many(layer, messages)
+        except Exception:
+            logger.exception(
+                "relaying %d events of runs %s failed", len(events), sorted({e[0] for e in events})
+            )
 
     async def publish(
         self,
@@ -94,23 +114,56 @@ class ChannelLayerRelay:
         layer = get_channel_layer(self.layer_alias)
         if layer is None:
             return
-        message = {"type": RUN_EVENT_MESSAGE, "event": event_frame(run_id, seq, event_type, slim(payload))}
         try:
-            await layer.group_send(session_group(session_id), message)
-            if tenant_id is not None and event_type not in EPHEMERAL_EVENTS:
-                await layer.group_send(tenant_group(tenant_id), message)
+            await group_send_many(layer, _messages(session_id, run_id, seq, event_type, payload, tenant_id))
         except Exception:
             logger.exception("relaying %s of run %s to session %s failed", event_type, run_id, session_id)
 
 
-def _session_of_run(run_id: int) -> tuple[Any, int] | None:
+def _messages(
+    session_id: Any, run_id: Any, seq: int, event_type: str, payload: dict[str, Any], tenant_id: Any
+) -> list[tuple[str, dict[str, Any]]]:
+    """The layer messages of one event: to the session's group, and a stored event
+    also to the tenant's."""
+    message = {"type": RUN_EVENT_MESSAGE, "event": event_frame(run_id, seq, event_type, slim(payload))}
+    if tenant_id is None or event_type in EPHEMERAL_EVENTS:
+        return [(session_group(session_id), message)]
+    return [(session_group(session_id), message), (tenant_group(tenant_id), message)]
+
+
+async def group_send_many(layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:
+    """Send (group, message) pairs, each group's in order: in one call when the layer
+    has ``group_send_many`` (``claw_platform.channel_layer``), else the groups side by
+    side, each group's messages one after another."""
+    if not messages:
+        return
+    many = getattr(layer, "group_send_many", None)
+    if many is not None:
+        await many(messages)
+        return
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for group, message in messages:
+        by_group.setdefault(group, []).append(message)
+
+    async def send_in_order(group: str, batch: list[dict[str, Any]]) -> None:
+        for message in batch:
+            await layer.group_send(group, message)
+
+    await asyncio.gather(*(send_in_order(group, batch) for group, batch in by_group.items()))
+
+
+def _sessions_of_runs(run_ids: list[int]) -> list[tuple[int, Any, int]]:
     from agents.models import Run
 
-    return Run._base_manager.filter(pk=run_id).values_list("session_id", "tenant_id").first()
+    return list(Run._base_manager.filter(pk__in=run_ids).values_list("pk", "session_id", "tenant_id"))
 
 
 def slim(payload: dict[str, Any]) -> dict[str, Any]:
     """``payload``, or its stub when too big to relay (``too_big``: ask for it)."""
+    if payload.keys() <= _DELTA_KEYS and len(payload.get("text") or "") <= MAX_MERGED_CHARS:
+        # A text delta is never cut: the layer carries a message too big for a
+        # notification through its table.
+        return payload
     if len(json.dumps(payload, default=str)) <= MAX_RELAYED_PAYLOAD_CHARS:
         return payload
     small: dict[str, Any] = {

@@ -13,19 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from psycopg.types.json import Jsonb
 
 from agents.models import Run, RunEvent
+from agents.runtime.relay_pump import EPHEMERAL_EVENTS, RunEventRelay, relay_pump
 from claw_platform.background_loop import submit
 from claw_platform.db import db_async
 
 logger = logging.getLogger("claw.runs.events")
 
-EPHEMERAL_EVENTS = frozenset({"chunk", "thinking"})
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # Events that tell a listener the run has settled (finished, or paused for approval).
 # They are stored at once but relayed only once the worker has written the run's
@@ -33,12 +33,6 @@ TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # approval button) finds the run row, and its approval requests, already settled.
 SETTLING_EVENTS = TERMINAL_EVENTS | {"approval_needed"}
 DRAIN_SECONDS = 10.0  # how long a finished run waits for its last events to be relayed
-
-
-class RunEventRelay(Protocol):
-    """Pushes a run's events to live listeners (the WebSocket consumers)."""
-
-    async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None: ...
 
 
 class NullRelay:
@@ -90,12 +84,11 @@ class RunEventSink:
     """``EventSink`` for one run on one worker. Only the worker holding the run's
     lease emits, so the counter lives here, seeded from the run's ``event_seq``.
 
-    Relaying never holds the run up: events go to an outbox that one task per run
-    publishes in order. When the layer is idle each delta goes out at once (a token
-    reaches the browser in one hop); when a publish is still in flight, the deltas
-    that arrive meanwhile are merged into one message (their offsets make that
-    exact). So the relay batches exactly as much as the layer's speed requires,
-    instead of a fixed 40 ms (``batches_deltas``: the engine hands every delta over).
+    Relaying never holds the run up: events go to the loop's relay pump
+    (``agents.runtime.relay_pump``), which relays each delta at once when the layer
+    is idle and merges the deltas that arrive while a publish is in flight, so the
+    relay batches exactly as much as the layer's speed requires, instead of a fixed
+    40 ms (``batches_deltas``: the engine hands every delta over).
     """
 
     batches_deltas = True
@@ -105,48 +98,35 @@ class RunEventSink:
         self.tenant_id = tenant_id
         self.seq = last_seq
         self.relay = relay or current_relay()
-        self._outbox: list[tuple[int, str, dict[str, Any]]] = []
-        self._held: list[tuple[int, str, dict[str, Any]]] = []
-        self._publisher: asyncio.Task[None] | None = None
+        self._held: list[tuple[int, int, str, dict[str, Any]]] = []
+
+    def known_session(self, session_id: Any) -> None:
+        """Tell the relay the run's session (it would read it from the database)."""
+        remember = getattr(self.relay, "remember_run", None)
+        if remember is not None:
+            remember(self.run_id, session_id, self.tenant_id)
 
     async def emit(self, event_type: str, payload: dict[str, Any]) -> None:
         if event_type not in EPHEMERAL_EVENTS:
             self.seq += 1
             await db_async(self._store)(self.seq, event_type, payload)
-        event = (self.seq, event_type, {**payload, "run_id": self.run_id})
+        event = (self.run_id, self.seq, event_type, {**payload, "run_id": self.run_id})
         if event_type in SETTLING_EVENTS:
             self._held.append(event)
             return
-        self._outbox.append(event)
-        self._start_publisher()
-
-    def _start_publisher(self) -> None:
-        if self._publisher is None or self._publisher.done():
-            self._publisher = asyncio.ensure_future(self._publish())
+        relay_pump(self.relay).push(event)
 
     async def drain(self) -> None:
         """Relay the settling events held back, then wait until everything emitted so
         far has been relayed (end of a run, after its status is written)."""
-        if self._held:
-            self._outbox.extend(self._held)
-            self._held = []
-            self._start_publisher()
-        if self._publisher is not None and not self._publisher.done():
-            try:
-                await asyncio.wait_for(asyncio.shield(self._publisher), DRAIN_SECONDS)
-            except TimeoutError:
-                logger.warning("relaying the last events of run %s timed out", self.run_id)
-
-    async def _publish(self) -> None:
-        while self._outbox:
-            batch, self._outbox = merge_deltas(self._outbox), []
-            for seq, event_type, payload in batch:
-                try:
-                    await self.relay.relay(self.run_id, seq, event_type, payload)
-                except Exception:
-                    # A listener's trouble never stops the run: stored events and the
-                    # partial-text checkpoint let a client catch up with ``resume``.
-                    logger.exception("relaying %s of run %s failed", event_type, self.run_id)
+        pump = relay_pump(self.relay)
+        for event in self._held:
+            pump.push(event)
+        self._held = []
+        try:
+            await asyncio.wait_for(pump.flushed(), DRAIN_SECONDS)
+        except TimeoutError:
+            logger.warning("relaying the last events of run %s timed out", self.run_id)
 
     def _store(self, seq: int, event_type: str, payload: dict[str, Any]) -> None:
         with connection.cursor() as cursor:
@@ -162,32 +142,6 @@ class RunEventSink:
             )
 
 
-MAX_MERGED_CHARS = 2_000  # a merged batch stays well inside a relayed message
-
-
-def merge_deltas(events: list[tuple[int, str, dict[str, Any]]]) -> list[tuple[int, str, dict[str, Any]]]:
-    """Consecutive ``chunk`` (or ``thinking``) events of one stream become one event
-    (up to ``MAX_MERGED_CHARS``): the texts joined, the first offset kept."""
-    merged: list[tuple[int, str, dict[str, Any]]] = []
-    for seq, event_type, payload in events:
-        if merged and event_type in EPHEMERAL_EVENTS:
-            _last_seq, last_type, last = merged[-1]
-            if (
-                last_type == event_type
-                and last.get("stream") == payload.get("stream")
-                and last.get("offset", 0) + len(last.get("text", "")) == payload.get("offset", 0)
-                and len(last.get("text", "")) + len(payload.get("text", "")) <= MAX_MERGED_CHARS
-            ):
-                merged[-1] = (
-                    seq,
-                    event_type,
-                    {**last, "text": last.get("text", "") + payload.get("text", "")},
-                )
-                continue
-        merged.append((seq, event_type, payload))
-    return merged
-
-
 def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
     """Store one event outside a worker (an action's ``run.queued``, or the
     ``run.cancelled`` of a run no worker holds) and relay it to live listeners once
@@ -200,6 +154,9 @@ def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
         )
         seq = cursor.fetchone()[0]
     relayed = {**payload, "run_id": run.pk}
+    remember = getattr(current_relay(), "remember_run", None)
+    if remember is not None:
+        remember(run.pk, run.session_id, run.tenant_id)
     transaction.on_commit(partial(_relay_now, run.pk, int(seq), event_type, relayed))
     return int(seq)
 

@@ -8,11 +8,10 @@ counter under its row lock, so concurrent writers never interleave a history (S7
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from psycopg.types.json import Jsonb
@@ -21,9 +20,8 @@ from agents.engine.interfaces import CompactionRecord, ConversationState, Pendin
 from agents.engine.types import Message as EngineMessage
 from agents.engine.types import ToolCallPart, ToolResultPart, part_from_dict, part_to_dict
 from agents.models import Message, MessageState, Session, Thread, ToolCallMark, Turn, UsageRecord
+from agents.runtime.partials import partial_writer
 from claw_platform.db import db_async
-
-logger = logging.getLogger("claw.runs.store")
 
 
 @dataclass(frozen=True)
@@ -145,6 +143,8 @@ class DjangoRunStore:
     # -- writing ---------------------------------------------------------------
 
     async def persist_step(self, step: StepRecord) -> None:
+        # The step clears the partial text: no checkpoint may land after it.
+        await partial_writer().forget(self.binding.turn_id)
         await db_async(self._persist_step)(step)
 
     def _persist_step(self, step: StepRecord) -> None:
@@ -213,15 +213,8 @@ class DjangoRunStore:
             await db_async(transaction.atomic(self._record_usage))(records)
 
     async def checkpoint_partial(self, text: str) -> None:
-        # Best effort: the reply keeps streaming through a database blip; a missed
-        # checkpoint only makes a reconnecting client's snapshot a little older.
-        try:
-            await db_async(self._checkpoint_partial)(text)
-        except DatabaseError:
-            logger.warning("partial-text checkpoint of turn %s failed", self.binding.turn_id, exc_info=True)
-
-    def _checkpoint_partial(self, text: str) -> None:
-        Turn._base_manager.filter(pk=self.binding.turn_id).update(partial_text=text)
+        # Written with the other runs' checkpoints of this loop, a moment later.
+        partial_writer().put(self.binding.turn_id, text)
         self._partial_stored = True
 
     async def mark_tool_started(self, call: ToolCallPart, *, side_effects: bool) -> None:
