@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import logging
 import os
 import socket
@@ -31,7 +30,6 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-import psycopg
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
@@ -39,7 +37,6 @@ from django.utils.module_loading import import_string
 
 from agents.actions.run_snapshot import settle_payload
 from agents.actions.runs import (
-    RUN_NOTIFY_CHANNEL,
     enqueue_next_runs,
     enqueue_run,
     finish_unstarted_run,
@@ -57,11 +54,12 @@ from agents.models import (
     TurnState,
 )
 from agents.runtime.chat import ToolsFactory, run_started_turn
-from agents.runtime.claims import Claim, claim_run, claim_runs, claimable_run_ids
+from agents.runtime.claims import Claim, claim_run
+from agents.runtime.dispatch import RunDispatcher
 from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, resolve_agent
-from claw_platform.db import db_async, is_database_outage, listen_connection_params
+from claw_platform.db import db_async, is_database_outage
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger("claw.runs.worker")
@@ -76,6 +74,8 @@ def execute_run(run_id: int, wait: bool = False) -> str:
     """django-q2 task: claim the run and hand it to this process's event loop.
     Returns at once (``wait=True``, for tests and tools, waits for the outcome)."""
     sup = supervisor()
+    if run_id in sup.active:
+        return "running here"  # claimed already, the moment it was announced
     if sup.busy >= settings.CLAW_RUNS_PER_WORKER:
         return "busy"  # stays queued; a freed slot or the sweeper enqueues it again
     claim = claim_run(run_id, sup.owner)
@@ -90,12 +90,29 @@ def tools_factory() -> ToolsFactory:
     return factory
 
 
+def warm_up() -> None:
+    """Import now what the first run would import on the run loop: the provider
+    adapters (aiohttp), the tools factory and what it loads on first use (the shell
+    policy builds its parser tables at import). Half a second of the loop, during
+    which every stream already running would stall."""
+    from agents.providers.registry import PROVIDER_KINDS, provider_class
+
+    for kind in PROVIDER_KINDS:
+        provider_class(kind)
+    tools_factory()
+    import tools_app.executor  # noqa: F401
+
+
 class RunSupervisor:
     """One per worker process: an asyncio loop in a thread that drives the runs this
     process claimed, plus the watcher that cancels and heartbeats them."""
 
     def __init__(self) -> None:
+        warm_up()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        # The runs this process holds: claimed (by the dispatcher's thread or a task)
+        # and not finished. A set, so both threads may add and drop without a lock.
+        self.active: set[int] = set()
         self.tokens: dict[int, CancelToken] = {}
         self.tasks: dict[int, asyncio.Task[str]] = {}
         self.loop = asyncio.new_event_loop()
@@ -109,17 +126,16 @@ class RunSupervisor:
         self.thread = threading.Thread(target=self.loop.run_forever, name="claw-runs", daemon=True)
         self.thread.start()
         self._watcher = asyncio.run_coroutine_threadsafe(self._watch(), self.loop)
-        self._listener: concurrent.futures.Future[None] | None = None
-        self._wanted: set[int] = set()
-        self._claimer: asyncio.Task[None] | None = None
+        self._dispatcher: RunDispatcher | None = None
 
     @property
     def busy(self) -> int:
-        return len(self.tokens)
+        return len(self.active)
 
     def submit(self, claim: Claim) -> concurrent.futures.Future[str]:
         """Drive a claimed run on this supervisor's loop (from any thread); the
         future gives the run's outcome."""
+        self.active.add(claim.run_id)
 
         async def drive() -> str:
             return await self._start(claim)
@@ -137,58 +153,17 @@ class RunSupervisor:
     # ------------------------------------------------------- instant dispatch
 
     def start_listening(self) -> None:
-        """Claim new runs the moment they are committed: ``enqueue_run`` NOTIFYs
-        ``claw_runs`` with the run's id (next to the django-q2 task, which stays the
-        durable path: whichever django-q2 worker picks it up claims the run if
-        nobody did). Without this a run waits for the task queue's next poll."""
-        if self._listener is None:
-            self._listener = asyncio.run_coroutine_threadsafe(self._listen(), self.loop)
+        """Claim new runs the moment they are committed (``agents.runtime.dispatch``)."""
+        if self._dispatcher is None:
+            self._dispatcher = RunDispatcher(self.owner, self._room, self._hand_over)
 
-    async def _listen(self) -> None:
-        params = listen_connection_params()
-        failures = 0
-        while True:
-            try:
-                async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
-                    await conn.execute(f"LISTEN {RUN_NOTIFY_CHANNEL}")
-                    failures = 0
-                    # Anything queued while nobody listened (start-up, a lost connection).
-                    self._want(await db_async(claimable_run_ids)(settings.CLAW_RUNS_PER_WORKER))
-                    async for note in conn.notifies():
-                        with contextlib.suppress(ValueError):
-                            self._want([int(note.payload)])
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                delay = min(0.2 * 2**failures, 5.0)
-                failures += 1
-                logger.warning(
-                    "run dispatch lost its database connection (%s); retrying in %.1fs", exc, delay
-                )
-                await asyncio.sleep(delay)
+    def _room(self) -> int:
+        return settings.CLAW_RUNS_PER_WORKER - self.busy
 
-    def _want(self, run_ids: list[int]) -> None:
-        self._wanted.update(i for i in run_ids if i not in self.tokens)
-        if self._wanted and (self._claimer is None or self._claimer.done()):
-            self._claimer = self.loop.create_task(self._claim_wanted())
-
-    async def _claim_wanted(self) -> None:
-        # Notifications that arrive while a claim is in flight join the next batch.
-        while self._wanted:
-            room = settings.CLAW_RUNS_PER_WORKER - self.busy
-            if room <= 0:
-                # Full: they stay queued for the task queue, a freed slot or the sweeper.
-                self._wanted.clear()
-                return
-            batch = sorted(self._wanted)[: room * 2]
-            self._wanted.difference_update(batch)
-            try:
-                claims = await db_async(claim_runs)(batch, self.owner)
-            except Exception:
-                logger.exception("claiming runs %s failed; the task queue will deliver them", batch)
-                continue
-            for claim in claims[:room]:
-                self._start(claim)
+    def _hand_over(self, claim: Claim) -> None:
+        # From the dispatcher's thread: the run is ours from now on.
+        self.active.add(claim.run_id)
+        self.loop.call_soon_threadsafe(self._start, claim)
 
     async def _drive(self, claim: Claim, token: CancelToken) -> str:
         started = time.monotonic()
@@ -210,6 +185,7 @@ class RunSupervisor:
                 time.monotonic() - started,
             )
             self.tokens.pop(claim.run_id, None)
+            self.active.discard(claim.run_id)
             try:
                 await db_async(enqueue_next_runs)(claim.session_id)
             except Exception:
@@ -243,8 +219,8 @@ class RunSupervisor:
         """Stop: runs still going are handed back (their leases released and the
         runs enqueued), so another worker resumes each from its last persisted step
         at once -- a stopping worker never ends a user's run as cancelled or failed."""
-        if self._listener is not None:
-            self._listener.cancel()
+        if self._dispatcher is not None:
+            self._dispatcher.stop()
         self._watcher.cancel()
         running = list(self.tokens)
 
@@ -322,6 +298,7 @@ def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
 
 async def _execute(claim: Claim, token: CancelToken, owner: str) -> str:
     sink = RunEventSink(claim.run_id, claim.tenant_id, last_seq=claim.event_seq)
+    sink.known_session(claim.session_id)
     try:
         return await _execute_with(claim, token, owner, sink)
     finally:
