@@ -17,7 +17,13 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
 4. **sockets held** by the one Daphne process (target >= 1,000 idle + 200 streaming):
    how many opened, how many were still open at the end, Daphne's RSS;
 5. **memory per active run**: the worker's RSS while the runs stream, minus idle,
-   divided by the number of runs; and PostgreSQL's load (commits/s, CPU) meanwhile.
+   divided by the number of runs; and PostgreSQL's load (commits/s) meanwhile;
+6. **CPU**: each process's share while streaming, and in the steady state (from the
+   moment every stream has relayed a token until the first one ends: no run starts
+   or finishes) the CPU time each spends per relayed token. Everything shares the
+   machine's cores, the benchmark's own client and token server included, so a
+   process that gets cheaper leaves more for the others. ``--timeline`` prints the
+   relay latency second by second (start, steady state and end apart).
 
 ``--layer redis`` / ``--broker redis`` use the machine's Redis at 127.0.0.1:6379
 (channels_redis and django-q2's Redis broker) for comparison.
@@ -159,6 +165,22 @@ def postgres_cpu_seconds() -> float:
     return total
 
 
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """CPU time (user + system) used so far by each named process and its children,
+    and by PostgreSQL's processes together."""
+    used: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            root = psutil.Process(pid)
+            # This process's children are PostgreSQL's (counted below).
+            family = [root] if pid == os.getpid() else [root, *root.children(recursive=True)]
+            used[name] = sum(sum(p.cpu_times()[:2]) for p in family)
+        except psutil.NoSuchProcess:
+            used[name] = 0.0
+    used["postgres"] = postgres_cpu_seconds()
+    return used
+
+
 def commits() -> int:
     from django.db import connection
 
@@ -185,6 +207,7 @@ def wait_http(url: str, timeout: float = 60) -> None:
 @dataclass
 class StreamResult:
     latencies_ms: list[float] = field(default_factory=list)
+    received_at: list[float] = field(default_factory=list)  # wall clock, one per latency
     completed: bool = False
     failed: str = ""
     frames: int = 0
@@ -197,6 +220,7 @@ async def client(
     idle_ids: list[str],
     idle: int,
     worker_pid: int,
+    pids: dict[str, int],
     limit: float,
 ) -> dict[str, Any]:
     import aiohttp
@@ -247,7 +271,16 @@ async def client(
                 peak_worker_rss = max(peak_worker_rss, tree_rss(worker_pid))
                 await asyncio.sleep(0.5)
 
+        # The steady state: from the moment every stream has relayed a token until the
+        # first stream ends, no run starts or finishes: CPU per relayed token.
+        steady: dict[str, Any] = {"waiting": len(stream_sockets)}
+
+        def mark_steady(key: str) -> None:
+            if key not in steady:
+                steady[key] = (time.monotonic(), cpu_seconds(pids), sum(len(r.latencies_ms) for r in results))
+
         async def consume(ws: Any, result: StreamResult) -> None:
+            first = True
             async for message in ws:
                 if message.type != aiohttp.WSMsgType.TEXT:
                     break
@@ -256,9 +289,18 @@ async def client(
                 result.frames += 1
                 kind = frame.get("type")
                 if kind == "chunk":
-                    for stamp in TOKEN.findall(frame["payload"].get("text", "")):
+                    if first:
+                        first = False
+                        steady["waiting"] -= 1
+                        if steady["waiting"] == 0:
+                            mark_steady("start")
+                    stamps = TOKEN.findall(frame["payload"].get("text", ""))
+                    for stamp in stamps:
                         result.latencies_ms.append((now_us - int(stamp)) / 1000)
+                        result.received_at.append(now_us / 1e6)
                 elif kind == "run.completed":
+                    if "start" in steady:
+                        mark_steady("end")
                     result.completed = True
                     return
                 elif kind in ("run.failed", "error"):
@@ -266,7 +308,7 @@ async def client(
                     return
 
         watcher = asyncio.ensure_future(watch_worker())
-        cpu_before, commits_before, started = postgres_cpu_seconds(), commits(), time.monotonic()
+        cpu_before, commits_before, started = cpu_seconds(pids), commits(), time.monotonic()
         await asyncio.gather(
             *(ws.send_str(json.dumps({"type": "message", "text": "go"})) for ws in stream_sockets)
         )
@@ -276,7 +318,7 @@ async def client(
                 limit,
             )
         elapsed = time.monotonic() - started
-        cpu_after, commits_after = postgres_cpu_seconds(), commits()
+        cpu_after, commits_after = cpu_seconds(pids), commits()
         watcher.cancel()
         still_open = sum(1 for ws in idle_sockets if not ws.closed)
         for ws in [*idle_sockets, *stream_sockets]:
@@ -287,7 +329,8 @@ async def client(
         "idle_failed": idle_failures,
         "idle_still_open": still_open,
         "elapsed": elapsed,
-        "pg_cpu": cpu_after - cpu_before,
+        "cpu": {name: cpu_after[name] - cpu_before[name] for name in cpu_after},
+        "steady": steady,
         "pg_commits": commits_after - commits_before,
         "worker_idle_rss": worker_idle_rss,
         "worker_peak_rss": peak_worker_rss,
@@ -299,6 +342,21 @@ def queue_waits(session_ids: list[str]) -> list[float]:
 
     rows = Run.objects.unscoped().filter(session_id__in=session_ids).values_list("created_at", "started_at")
     return [(s - c).total_seconds() * 1000 for c, s in rows if s is not None]
+
+
+def print_timeline(results: list[StreamResult]) -> None:
+    """Relay latency second by second: the start (200 runs set up at once), the
+    steady state and the end (runs finishing) apart."""
+    points = sorted((t, v) for r in results for t, v in zip(r.received_at, r.latencies_ms, strict=True))
+    if not points:
+        return
+    start = points[0][0]
+    by_second: dict[int, list[float]] = {}
+    for t, v in points:
+        by_second.setdefault(int(t - start), []).append(v)
+    print("relay latency by second  (tokens, p50, p99 in ms)")
+    for second, values in sorted(by_second.items()):
+        print(f"  {second:3d} s  {len(values):6d}  {pct(values, 50):8.1f}  {pct(values, 99):8.1f}")
 
 
 # --------------------------------------------------------------------- main
@@ -319,6 +377,7 @@ def main() -> int:
         "--workers", type=int, default=1, help="claw_worker processes (each runs its own run loop)"
     )
     parser.add_argument("--timeout", type=float, default=180)
+    parser.add_argument("--timeline", action="store_true", help="print relay latency second by second")
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # this script's few queries block on purpose
@@ -387,7 +446,15 @@ def main() -> int:
         wait_http(f"{url}/healthz")
         time.sleep(2)  # the worker cluster forks its processes
         web_idle_rss = tree_rss(web.pid)
-        out = asyncio.run(client(url, cookie, stream_ids, idle_ids, args.idle, worker.pid, args.timeout))
+        pids = {
+            "worker": worker.pid,
+            "daphne": web.pid,
+            "token server": _tokens_proc.pid,
+            "client": os.getpid(),
+        }
+        out = asyncio.run(
+            client(url, cookie, stream_ids, idle_ids, args.idle, worker.pid, pids, args.timeout)
+        )
         web_rss = tree_rss(web.pid)
         waits = queue_waits(stream_ids)
     finally:
@@ -434,10 +501,21 @@ def main() -> int:
         f"worker RSS              {out['worker_idle_rss'] / MB:.0f} MB idle -> {out['worker_peak_rss'] / MB:.0f} MB "
         f"peak: {per_run / 1024:.0f} KB per active run"
     )
-    print(
-        f"PostgreSQL meanwhile    {out['pg_commits'] / out['elapsed']:.0f} commits/s, "
-        f"{out['pg_cpu'] / out['elapsed'] * 100:.0f}% of one core"
-    )
+    print(f"PostgreSQL meanwhile    {out['pg_commits'] / out['elapsed']:.0f} commits/s")
+    shares = ", ".join(f"{name} {used / out['elapsed'] * 100:.0f}%" for name, used in out["cpu"].items())
+    steady = out["steady"]
+    if "end" in steady:
+        (t0, cpu0, n0), (t1, cpu1, n1) = steady["start"], steady["end"]
+        per_token = ", ".join(
+            f"{name} {(cpu1[name] - cpu0[name]) / max(n1 - n0, 1) * 1e6:.0f}" for name in cpu1
+        )
+        print(
+            f"steady state            {n1 - n0} tokens in {t1 - t0:.1f} s ({(n1 - n0) / max(t1 - t0, 1e-9):.0f}/s); "
+            f"CPU µs per token: {per_token}"
+        )
+    print(f"CPU while streaming     {shares} (of one core; the machine has {os.cpu_count()})")
+    if args.timeline:
+        print_timeline(results)
     return 0
 
 
