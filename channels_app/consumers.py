@@ -40,6 +40,7 @@ import asyncio
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from agents.actions.runs import active_run, do_cancel_run, do_decide_approval, do_send_message
@@ -187,7 +188,8 @@ class SessionConsumer(LiveJsonConsumer):
             return
         # Its events (run.queued, run.cancelled, approval.decided) reach every tab of
         # the session through the relay once stored.
-        run = await db_async(self._send_message)(text, self.scope["user"])
+        async with write_slot():
+            run = await db_async(self._send_message)(text, self.scope["user"])
         if run is None and command is not None:
             await self._error("Nothing is running.")
 
@@ -197,7 +199,8 @@ class SessionConsumer(LiveJsonConsumer):
 
     async def _on_stop(self, content: dict[str, Any]) -> None:
         self._require_actor()
-        stopped = await db_async(self._stop)(self.scope["user"])
+        async with write_slot():
+            stopped = await db_async(self._stop)(self.scope["user"])
         if stopped is None:
             raise ClientError("Nothing is running.")
 
@@ -214,9 +217,10 @@ class SessionConsumer(LiveJsonConsumer):
         if not isinstance(reason, str):
             raise ClientError("The reason must be text.")
         always = bool(content.get("always")) and content["type"] == "approve"
-        await db_async(self._decide)(
-            content, content["type"] == "approve", reason, always, self.scope["user"]
-        )
+        async with write_slot():
+            await db_async(self._decide)(
+                content, content["type"] == "approve", reason, always, self.scope["user"]
+            )
 
     def _decide(self, content: dict[str, Any], approved: bool, reason: str, always: bool, user: Any) -> None:
         with tenant_context(self.session.tenant_id):
@@ -269,6 +273,24 @@ class SessionConsumer(LiveJsonConsumer):
 
     async def _error(self, message: str) -> None:
         await self.send_json({"type": "error", "payload": {"message": message}})
+
+
+_write_slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
+
+
+def write_slot() -> asyncio.Semaphore:
+    """The web process's slots for the sockets' writing actions (a message, a stop, a
+    decision), ``CLAW_SOCKET_WRITES`` at once. Each is a few milliseconds of Python in
+    a database thread; when two hundred people press Send together, six such threads
+    at once took the GIL from the event loop that relays every live token, and made
+    each other's transactions longer, without creating the runs any sooner."""
+    loop = asyncio.get_running_loop()
+    slots = _write_slots.get(loop)
+    if slots is None:
+        for closed in [other for other in _write_slots if other.is_closed()]:
+            del _write_slots[closed]
+        slots = _write_slots[loop] = asyncio.Semaphore(settings.CLAW_SOCKET_WRITES)
+    return slots
 
 
 def _has_origin(scope: dict[str, Any]) -> bool:

@@ -52,6 +52,9 @@ CLAW_RUNS_PER_TENANT = config.env_int("CLAW_RUNS_PER_TENANT", 10, minimum=1)
 CLAW_RUNS_GLOBAL = config.env_int("CLAW_RUNS_GLOBAL", 200, minimum=1)
 CLAW_RUNS_PER_WORKER = config.env_int("CLAW_RUNS_PER_WORKER", 50, minimum=1)
 CLAW_DB_THREADS = config.env_int("CLAW_DB_THREADS", 16, minimum=1)
+CLAW_RUN_SETUPS = config.env_int("CLAW_RUN_SETUPS", 16, minimum=1)
+# Chat sockets' writing actions (message, stop, approve) a web process runs at once.
+CLAW_SOCKET_WRITES = config.env_int("CLAW_SOCKET_WRITES", 2, minimum=1)
 CLAW_RUN_SWEEP_SECONDS = config.env_int("CLAW_RUN_SWEEP_SECONDS", 10, minimum=1)
 # Outside conversations (S5) idle this long are archived; their key opens a new session.
 CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)

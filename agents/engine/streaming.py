@@ -86,6 +86,11 @@ class DeltaCoalescer:
         """Take one delta; ``kind`` is ``chunk`` (visible text) or ``thinking``."""
         if not text:
             return
+        if self.seconds <= 0 and not self._buf:
+            # Every delta goes out at once (the sink batches by itself): no timer can
+            # be pending, so no lock is needed to keep sends in order.
+            await self._send(kind, text, time.monotonic())
+            return
         if self._buf and kind != self._kind:
             await self.flush()
         self._kind = kind
@@ -110,16 +115,17 @@ class DeltaCoalescer:
             if not self._buf:
                 return
             text = "".join(self._buf)
-            kind = self._kind
             self._buf = []
             self._len = 0
-            now = time.monotonic()
-            self.last_flush = now
-            offset = self._sent.get(kind, 0)
-            self._sent[kind] = offset + len(text)
-            await self.sink.emit(kind, {"text": text, "offset": offset, "stream": self.stream})
-            if kind == "chunk":
-                self.text.append(text)
-                if self.checkpoint and now - self.last_checkpoint >= self.checkpoint_seconds:
-                    self.last_checkpoint = now
-                    await self.checkpoint("".join(self.text))
+            await self._send(self._kind, text, time.monotonic())
+
+    async def _send(self, kind: str, text: str, now: float) -> None:
+        self.last_flush = now
+        offset = self._sent[kind]
+        self._sent[kind] = offset + len(text)
+        await self.sink.emit(kind, {"text": text, "offset": offset, "stream": self.stream})
+        if kind == "chunk":
+            self.text.append(text)
+            if self.checkpoint and now - self.last_checkpoint >= self.checkpoint_seconds:
+                self.last_checkpoint = now
+                await self.checkpoint("".join(self.text))

@@ -187,12 +187,15 @@ async def run_started_turn(
     resume: bool = False,
     approvals: dict[str, bool] | None = None,
     hooks: HookRunner | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> ChatReply:
     """Run an opened turn to its end (a worker's entry): ``run_turn`` for a fresh
     turn, ``resume_turn`` (with ``approvals``) for one a worker crashed in or that
     waited for approval. The turn is closed with the outcome either way. ``hooks``
     defaults to the tenant's hooks for the agent (H1-H3); what the tools and hooks
-    opened (MCP connections, HTTP clients) is closed when the run ends."""
+    opened (MCP connections, HTTP clients) is closed when the run ends. ``on_ready``
+    is called once the run is set up (model, tools, hooks, prompt), before the
+    engine starts."""
     store = DjangoRunStore(_binding(session, turn))
     model_cfg = await db_async(_session_model)(session, agent)
     tools = await tools_factory(agent, session)
@@ -213,6 +216,7 @@ async def run_started_turn(
             run_id=run_id,
             resume=resume,
             approvals=approvals,
+            on_ready=on_ready,
         )
     finally:
         await close_tools(tools, hooks)
@@ -234,6 +238,7 @@ async def _drive_turn(
     run_id: str,
     resume: bool,
     approvals: dict[str, bool] | None,
+    on_ready: Callable[[], None] | None = None,
 ) -> ChatReply:
     ctx = RunContext(
         tenant_id=str(session.tenant_id),
@@ -258,6 +263,8 @@ async def _drive_turn(
         await db_async(_remember)(session, fact)
         return f"Noted. I'll remember: {fact}"
 
+    if on_ready is not None:
+        on_ready()
     try:
         if resume:
             result = await resume_turn(

@@ -27,6 +27,7 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -127,6 +128,12 @@ class RunSupervisor:
         self.thread.start()
         self._watcher = asyncio.run_coroutine_threadsafe(self._watch(), self.loop)
         self._dispatcher: RunDispatcher | None = None
+        # Runs being set up at once (reading their configuration, tools and history:
+        # most of a run's database calls, and CPU). The others wait their turn, first
+        # come first served: a burst of runs then starts one after another instead
+        # of all of them slowly together, and the streams already running keep their
+        # pace meanwhile.
+        self._setups = asyncio.Semaphore(settings.CLAW_RUN_SETUPS)
 
     @property
     def busy(self) -> int:
@@ -168,9 +175,11 @@ class RunSupervisor:
     async def _drive(self, claim: Claim, token: CancelToken) -> str:
         started = time.monotonic()
         outcome = "crashed"
+        setup = _SetupSlot(self._setups)
         try:
+            await setup.acquire()
             with tenant_context(claim.tenant_id):
-                outcome = await _execute(claim, token, self.owner)
+                outcome = await _execute(claim, token, self.owner, setup.release)
                 return outcome
         except Exception:
             logger.exception("run %s crashed", claim.run_id)
@@ -184,6 +193,7 @@ class RunSupervisor:
                 outcome,
                 time.monotonic() - started,
             )
+            setup.release()
             self.tokens.pop(claim.run_id, None)
             self.active.discard(claim.run_id)
             try:
@@ -245,6 +255,23 @@ class RunSupervisor:
         self.loop.close()
 
 
+class _SetupSlot:
+    """A run's place among the runs being set up: taken once, given back once."""
+
+    def __init__(self, semaphore: asyncio.Semaphore) -> None:
+        self._semaphore = semaphore
+        self._held = False
+
+    async def acquire(self) -> None:
+        await self._semaphore.acquire()
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._semaphore.release()
+
+
 _supervisor: RunSupervisor | None = None
 _supervisor_lock = threading.Lock()
 
@@ -283,10 +310,11 @@ def _renew_leases(ids: list[int], owner: str) -> set[int]:
 
 
 def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
-    session = Session._base_manager.select_related("agent", "user").get(
-        pk=claim.session_id, tenant_id=claim.tenant_id
-    )
+    # The agent comes from resolve_agent (cached), not from this row.
+    session = Session._base_manager.select_related("user").get(pk=claim.session_id, tenant_id=claim.tenant_id)
     turn = Turn._base_manager.get(pk=claim.turn_id, tenant_id=claim.tenant_id)
+    if not claim.resume:
+        return session, turn, {}  # decisions exist only for a run that paused
     approvals = {
         call_id: status == ApprovalStatus.APPROVED
         for call_id, status in ApprovalRequest._base_manager.filter(run_id=claim.run_id)
@@ -296,16 +324,19 @@ def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
     return session, turn, approvals
 
 
-async def _execute(claim: Claim, token: CancelToken, owner: str) -> str:
+async def _execute(claim: Claim, token: CancelToken, owner: str, ready: Callable[[], None]) -> str:
+    """Run the claimed run to its end; ``ready`` is called once it is set up."""
     sink = RunEventSink(claim.run_id, claim.tenant_id, last_seq=claim.event_seq)
     sink.known_session(claim.session_id)
     try:
-        return await _execute_with(claim, token, owner, sink)
+        return await _execute_with(claim, token, owner, sink, ready)
     finally:
         await sink.drain()
 
 
-async def _execute_with(claim: Claim, token: CancelToken, owner: str, sink: RunEventSink) -> str:
+async def _execute_with(
+    claim: Claim, token: CancelToken, owner: str, sink: RunEventSink, ready: Callable[[], None]
+) -> str:
     session, turn, approvals = await db_async(_load)(claim)
     agent: ResolvedAgent = await db_async(resolve_agent)(session.agent_id)
     if turn.state in (TurnState.COMPLETE, TurnState.FAILED):
@@ -337,6 +368,7 @@ async def _execute_with(claim: Claim, token: CancelToken, owner: str, sink: RunE
             run_id=str(claim.run_id),
             resume=claim.resume,
             approvals=approvals or None,
+            on_ready=ready,
         )
     except Exception as exc:
         if is_database_outage(exc):

@@ -208,6 +208,7 @@ def wait_http(url: str, timeout: float = 60) -> None:
 class StreamResult:
     latencies_ms: list[float] = field(default_factory=list)
     received_at: list[float] = field(default_factory=list)  # wall clock, one per latency
+    first_chunk_ms: float | None = None  # from sending the message to its first text
     completed: bool = False
     failed: str = ""
     frames: int = 0
@@ -279,7 +280,7 @@ async def client(
             if key not in steady:
                 steady[key] = (time.monotonic(), cpu_seconds(pids), sum(len(r.latencies_ms) for r in results))
 
-        async def consume(ws: Any, result: StreamResult) -> None:
+        async def consume(ws: Any, result: StreamResult, sent: float) -> None:
             first = True
             async for message in ws:
                 if message.type != aiohttp.WSMsgType.TEXT:
@@ -291,6 +292,7 @@ async def client(
                 if kind == "chunk":
                     if first:
                         first = False
+                        result.first_chunk_ms = (time.monotonic() - sent) * 1000
                         steady["waiting"] -= 1
                         if steady["waiting"] == 0:
                             mark_steady("start")
@@ -314,7 +316,9 @@ async def client(
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(
-                asyncio.gather(*(consume(ws, r) for ws, r in zip(stream_sockets, results, strict=True))),
+                asyncio.gather(
+                    *(consume(ws, r, started) for ws, r in zip(stream_sockets, results, strict=True))
+                ),
                 limit,
             )
         elapsed = time.monotonic() - started
@@ -484,6 +488,12 @@ def main() -> int:
         f"token relay latency     p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
         f"p99 {pct(latencies, 99):.1f} ms  max {max(latencies, default=float('nan')):.1f} ms"
         "   (target p50 < 5, p99 < 50)"
+    )
+    first = [r.first_chunk_ms for r in results if r.first_chunk_ms is not None]
+    print(
+        f"first text              p50 {pct(first, 50):.0f} ms  p95 {pct(first, 95):.0f} ms  "
+        f"max {max(first, default=float('nan')):.0f} ms   (from sending the message; the token "
+        f"server writes its first token {args.interval * 1000:.0f} ms after the request)"
     )
     print(
         f"queue wait              p50 {pct(waits, 50):.1f} ms  p95 {pct(waits, 95):.1f} ms  "

@@ -29,7 +29,7 @@ from agents.engine.types import TextPart, ToolCallPart
 from agents.models import Agent, ApprovalRequest, ApprovalStatus, BusyPolicy, Message, Run, RunStatus, Turn
 from agents.runtime.events import events_after
 from agents.runtime.store import DjangoRunStore, TurnBinding
-from agents.runtime.worker import claim_run, execute_run, supervisor, sweep_runs
+from agents.runtime.worker import claim_run, execute_run, shutdown_supervisor, supervisor, sweep_runs
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.context import tenant_context
 from tests.fakes.fake_llm import Turn as FakeTurn
@@ -368,3 +368,15 @@ def test_a_run_whose_turn_already_finished_is_closed_without_asking_the_model_ag
     assert execute_run(run.pk, wait=True) == "completed"  # no scripted turn left: no LLM call
     assert fresh(run).status == RunStatus.COMPLETED
     assert [e.type for e in events_after(run)].count("run.completed") == 1
+
+
+def test_a_burst_of_runs_is_set_up_a_few_at_a_time_and_every_run_completes(live_agent, fake_llm, settings):
+    settings.CLAW_RUN_TOOLS_FACTORY = "tests.runs.tools.slow_setup_tools"
+    settings.CLAW_RUN_SETUPS = 2
+    shutdown_supervisor()  # the next supervisor takes the setting
+    test_tools.setups.update(now=0, most=0)
+    runs = [send(new_session(live_agent), f"burst {n}", live_agent.member) for n in range(5)]
+    fake_llm.script(*(FakeTurn(text=f"Answer {n}.") for n in range(5)))
+    futures = [supervisor().submit(claim_run(run.pk, supervisor().owner)) for run in runs]
+    assert [f.result(timeout=30) for f in futures] == ["completed"] * 5
+    assert test_tools.setups["most"] == 2

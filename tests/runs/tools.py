@@ -44,3 +44,20 @@ async def approval_tools(agent: Any, session: Any) -> FakeToolExecutor:
     )
     last["tools"] = executor
     return executor
+
+
+# Runs in their set-up phase right now, and the most seen at once.
+setups = {"now": 0, "most": 0}
+
+
+async def slow_setup_tools(agent: Any, session: Any) -> FakeToolExecutor:
+    """Tools that take a while to set up, counting how many runs do so at once."""
+    import asyncio
+
+    setups["now"] += 1
+    setups["most"] = max(setups["most"], setups["now"])
+    try:
+        await asyncio.sleep(0.2)
+    finally:
+        setups["now"] -= 1
+    return FakeToolExecutor()
