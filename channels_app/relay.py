@@ -99,26 +99,6 @@ class ChannelLayerRelay:
                 "relaying %d events of runs %s failed", len(events), sorted({e[0] for e in events})
             )
 
-    async def publish(
-        self,
-        *,
-        session_id: Any,
-        run_id: Any,
-        seq: int,
-        event_type: str,
-        payload: dict[str, Any],
-        tenant_id: Any = None,
-    ) -> None:
-        """To the session's group; a stored event (not chunk/thinking) also to the
-        tenant's group when ``tenant_id`` is given (the API's event stream, U5)."""
-        layer = get_channel_layer(self.layer_alias)
-        if layer is None:
-            return
-        try:
-            await group_send_many(layer, _messages(session_id, run_id, seq, event_type, payload, tenant_id))
-        except Exception:
-            logger.exception("relaying %s of run %s to session %s failed", event_type, run_id, session_id)
-
 
 def _messages(
     session_id: Any, run_id: Any, seq: int, event_type: str, payload: dict[str, Any], tenant_id: Any

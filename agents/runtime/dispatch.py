@@ -59,11 +59,6 @@ class RunDispatcher:
             self.loop.call_soon_threadsafe(self._main.cancel)
         self.thread.join(timeout=10)
 
-    def want(self, run_ids: list[int]) -> None:
-        """Claim these runs soon (from any thread)."""
-        if not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._want, run_ids)
-
     async def _listen(self) -> None:
         params = listen_connection_params()
         failures = 0

@@ -232,7 +232,8 @@ class RunSupervisor:
         if self._dispatcher is not None:
             self._dispatcher.stop()
         self._watcher.cancel()
-        running = list(self.tokens)
+        # Claimed runs, started or still waiting to be: all are handed back.
+        running = sorted(self.active | set(self.tokens))
 
         async def stop_runs() -> None:
             for task in list(self.tasks.values()):
