@@ -53,6 +53,7 @@ from channels_app.live_consumer import LiveJsonConsumer
 from channels_app.relay import event_frame, session_group
 from channels_app.transcript import UNFINISHED, turn_state
 from claw_platform.db import db_async
+from claw_platform.loop_local import LoopLocal
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger(__name__)
@@ -275,22 +276,16 @@ class SessionConsumer(LiveJsonConsumer):
         await self.send_json({"type": "error", "payload": {"message": message}})
 
 
-_write_slots: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
-
-
 def write_slot() -> asyncio.Semaphore:
     """The web process's slots for the sockets' writing actions (a message, a stop, a
     decision), ``CLAW_SOCKET_WRITES`` at once. Each is a few milliseconds of Python in
     a database thread; when two hundred people press Send together, six such threads
     at once took the GIL from the event loop that relays every live token, and made
     each other's transactions longer, without creating the runs any sooner."""
-    loop = asyncio.get_running_loop()
-    slots = _write_slots.get(loop)
-    if slots is None:
-        for closed in [other for other in _write_slots if other.is_closed()]:
-            del _write_slots[closed]
-        slots = _write_slots[loop] = asyncio.Semaphore(settings.CLAW_SOCKET_WRITES)
-    return slots
+    return _write_slots.get()
+
+
+_write_slots = LoopLocal(lambda: asyncio.Semaphore(settings.CLAW_SOCKET_WRITES))
 
 
 def _has_origin(scope: dict[str, Any]) -> bool:

@@ -40,6 +40,8 @@ from channels_postgres.db import GROUP_CHANNEL_TABLE, MESSAGE_TABLE, DatabaseLay
 from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
+from claw_platform.loop_local import LoopLocal
+
 logger = logging.getLogger("claw.channel_layer")
 
 NOTIFY_CHANNEL = "channels_postgres_messages"
@@ -119,7 +121,7 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
         self._listener_tasks: set[asyncio.Task[None]] = set()
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._last_cleanup = 0.0
-        self._sends: dict[asyncio.AbstractEventLoop, _SendBatch] = {}
+        self._sends = LoopLocal(lambda: _SendBatch(self))
 
     # ------------------------------------------------------------------ receive
 
@@ -251,13 +253,9 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
             assert self.require_valid_group_name(group), "Group name not valid"
         if not messages:
             return
-        loop = asyncio.get_running_loop()
-        batch = self._sends.get(loop)
-        if batch is None:
-            for old in [other for other in self._sends if other.is_closed()]:
-                del self._sends[old]
-            batch = self._sends[loop] = _SendBatch(self)
-        await batch.send([(self._group_key(group), self.serialize(message)) for group, message in messages])
+        await self._sends.get().send(
+            [(self._group_key(group), self.serialize(message)) for group, message in messages]
+        )
 
     async def group_discard(self, group: str, channel: str, expire: int | None = None) -> None:
         assert self.require_valid_group_name(group), "Group name not valid"

@@ -22,6 +22,7 @@ import logging
 from django.db import connection
 
 from claw_platform.db import db_async
+from claw_platform.loop_local import LoopLocal
 
 logger = logging.getLogger("claw.runs.partials")
 
@@ -78,15 +79,9 @@ def _write_batch(turn_ids: list[int], texts: list[str]) -> None:
         cursor.execute(_WRITE_SQL, [turn_ids, texts])
 
 
-_writers: dict[asyncio.AbstractEventLoop, PartialTextWriter] = {}
+_writers = LoopLocal(PartialTextWriter)
 
 
 def partial_writer() -> PartialTextWriter:
     """The running event loop's writer."""
-    loop = asyncio.get_running_loop()
-    writer = _writers.get(loop)
-    if writer is None:
-        for closed in [other for other in _writers if other.is_closed()]:
-            del _writers[closed]
-        writer = _writers[loop] = PartialTextWriter()
-    return writer
+    return _writers.get()

@@ -19,6 +19,8 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
+from claw_platform.loop_local import LoopLocal
+
 logger = logging.getLogger("claw.runs.events")
 
 RelayedEvent = tuple[int, int, str, dict[str, Any]]  # run id, seq, type, payload
@@ -106,16 +108,13 @@ def merge_deltas(events: list[RelayedEvent]) -> list[RelayedEvent]:
     return merged
 
 
-_pumps: dict[tuple[asyncio.AbstractEventLoop, int], RelayPump] = {}
+_pumps: LoopLocal[dict[RunEventRelay, RelayPump]] = LoopLocal(dict)
 
 
 def relay_pump(relay: RunEventRelay) -> RelayPump:
     """The running loop's pump for ``relay``."""
-    loop = asyncio.get_running_loop()
-    key = (loop, id(relay))
-    pump = _pumps.get(key)
-    if pump is None or pump.relay is not relay:
-        for closed in [k for k in _pumps if k[0].is_closed()]:
-            del _pumps[closed]
-        pump = _pumps[key] = RelayPump(relay)
+    pumps = _pumps.get()
+    pump = pumps.get(relay)
+    if pump is None:
+        pump = pumps[relay] = RelayPump(relay)
     return pump

@@ -4,6 +4,8 @@ claimed earlier in the batch), at most as many as asked for."""
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 import pytest
 
@@ -27,8 +29,6 @@ async def claim(run_ids, *, limit=100, owner="batch-worker"):
 
 
 def test_a_batch_claim_keeps_one_run_per_session_and_the_per_tenant_limit(live_agent, tenant_b, settings):
-    import asyncio
-
     settings.CLAW_RUNS_PER_TENANT = 2
     a1 = send(live_agent, "a1")
     a1_later = send(live_agent, "a1 again", session=a1.session)  # queued behind a1
@@ -57,8 +57,6 @@ def test_a_batch_claim_keeps_one_run_per_session_and_the_per_tenant_limit(live_a
 def test_a_batch_claim_counts_running_runs_against_the_global_limit_and_stops_at_its_own(
     live_agent, tenant_b, settings
 ):
-    import asyncio
-
     settings.CLAW_RUNS_GLOBAL = 3
     running = send(live_agent, "running")
     assert [c.run_id for c in asyncio.run(claim([running.pk]))] == [running.pk]
