@@ -32,6 +32,7 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from agents.engine.types import LLMRequest, LLMResponse, ProviderError, ProviderEvent
 from agents.providers.accumulate import StreamAccumulator
+from agents.providers.read_deadline import ReadDeadline
 
 logger = logging.getLogger(__name__)
 
@@ -253,6 +254,7 @@ class HttpProvider(abc.ABC):
         # ``timeout`` bounds each read (the gap between stream chunks), not the whole
         # call: a long answer may legitimately stream for minutes.
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, DEFAULT_CONNECT_TIMEOUT))
+        self._stream_timeout = httpx.Timeout(timeout, connect=self._timeout.connect, read=None)
         self._limits = limits or DEFAULT_LIMITS
         self.transport: Transport = transport or DEFAULT_TRANSPORT
         if self.transport == "aiohttp" and httpx_aiohttp is None:
@@ -389,13 +391,23 @@ class HttpProvider(abc.ABC):
     async def _stream_once(self, body: dict[str, Any]) -> AsyncGenerator[ProviderEvent, None]:
         client = self._get_client()
         try:
-            async with aconnect_sse(
-                client, "POST", self._url(), json=body, headers=self._headers()
-            ) as source:
+            # The gap between chunks is bounded by a ReadDeadline, not the client's
+            # read timeout (a timer per chunk).
+            async with (
+                ReadDeadline(self._timeout.read) as deadline,
+                aconnect_sse(
+                    client,
+                    "POST",
+                    self._url(),
+                    json=body,
+                    headers=self._headers(),
+                    timeout=self._stream_timeout,
+                ) as source,
+            ):
                 if source.response.status_code >= 400:
                     await source.response.aread()
                     raise self._http_error(source.response)
-                sse_events = source.aiter_sse()
+                sse_events = deadline.watch(source.aiter_sse())
                 async for event in self._events_from_sse(sse_events):
                     yield event
                 await _drain(sse_events)

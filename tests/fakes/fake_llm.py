@@ -67,11 +67,14 @@ class StreamFault:
 
     ``kind``: ``cut`` drops the connection mid-body; ``truncate`` ends the body cleanly
     but early (no final events); ``error`` sends the vendor's error object; ``malformed``
-    sends a data line that is not JSON. ``after`` is how many SSE events go out first.
+    sends a data line that is not JSON; ``stall`` keeps the connection open without a
+    byte for ``pause`` seconds, then ends the body. ``after`` is how many SSE events go
+    out first.
     """
 
-    kind: Literal["cut", "truncate", "error", "malformed"]
+    kind: Literal["cut", "truncate", "error", "malformed", "stall"]
     after: int = 0
+    pause: float = 5.0
     error_type: str = ""  # default: overloaded_error (Anthropic) / server_error (OpenAI)
     message: str = "Overloaded"
 
@@ -670,6 +673,8 @@ class FakeLLM:
             await response.write(_sse("error" if wire == "anthropic" else None, data, False))
         elif fault.kind == "malformed":
             await response.write(b'data: {"type": "content_block_delta", "index": 0, "del\n\n')
+        elif fault.kind == "stall":
+            await asyncio.sleep(fault.pause)
         await response.write_eof()
         return response
 

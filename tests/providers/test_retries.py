@@ -6,6 +6,7 @@ nothing waits for real and the requested delays can be asserted.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import socket
 import time
@@ -189,6 +190,46 @@ async def test_p3_slow_first_byte_times_out_and_is_retried(fake_llm, sleeps, tra
         await provider.aclose()  # type: ignore[attr-defined]
     assert response.message.text == "on time"
     assert len(sleeps) == 1
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "openai_compatible"])
+async def test_p3_a_stream_that_stalls_mid_answer_times_out(fake_llm, sleeps, transport, kind):  # noqa: F811
+    """P3: the timeout bounds the gap between chunks too (without a timer per chunk): a
+    stream that goes quiet after its first delta ends as a "timeout", not retried."""
+    url = fake_llm.url if kind == "anthropic" else fake_llm.openai_base_url
+    provider = build_provider(kind, base_url=url, api_key=KEY, timeout=0.3)
+    # Anthropic's stream opens with two events that reach no caller, then the deltas.
+    fake_llm.script(Turn(text="abcdefgh", chunk_size=2, fault=StreamFault("stall", after=4, pause=0.8)))
+    seen: list[ProviderEvent] = []
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProviderError) as info:
+            await drain(provider.stream(REQUEST), seen)
+    finally:
+        await provider.aclose()  # type: ignore[attr-defined]
+    assert any(isinstance(e, TextDelta) for e in seen)
+    assert info.value.kind == "timeout"
+    assert "did not answer in time (no data for 0.3 s)" in str(info.value)
+    assert time.monotonic() - started < 0.75  # before the stream would have resumed
+    assert sleeps == []
+    assert len(fake_llm.requests) == 1
+
+
+async def test_p3_a_slow_consumer_is_not_a_stalled_stream(fake_llm, transport):  # noqa: F811
+    """P3: time the caller spends with an event is not the provider's silence."""
+    provider = build_provider(
+        "openai_compatible", base_url=fake_llm.openai_base_url, api_key=KEY, timeout=0.2
+    )
+    fake_llm.script(Turn(text="abcdefgh", chunk_size=2))
+    text = ""
+    try:
+        async for event in provider.stream(REQUEST):
+            if isinstance(event, TextDelta):
+                text += event.text
+                await asyncio.sleep(0.3)  # longer than the timeout, per event
+    finally:
+        await provider.aclose()  # type: ignore[attr-defined]
+    assert text == "abcdefgh"
 
 
 async def test_p3_timeouts_bounded_too(fake_llm, sleeps, transport):  # noqa: F811

@@ -205,7 +205,10 @@
       requestResync(runId, 0);
       return;
     }
-    if (typeof frame.seq === "number" && runId !== undefined && frame.type !== "chunk" && frame.type !== "thinking") {
+    // A frame of a run whose turn is unknown yet (its worker's events overtook the
+    // web process's run.queued) is dropped and fetched again: its seq must not count.
+    const known = runId === undefined || frame.type === "run.queued" || frame.type === "snapshot" || turnOfRun(runId);
+    if (known && typeof frame.seq === "number" && runId !== undefined && frame.type !== "chunk" && frame.type !== "thinking") {
       seqs.set(runId, Math.max(seqs.get(runId) || 0, frame.seq));
     }
     switch (frame.type) {
