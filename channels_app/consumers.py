@@ -269,8 +269,13 @@ class SessionConsumer(LiveJsonConsumer):
     # ------------------------------------------------------------ server side
 
     async def run_event(self, message: dict[str, Any]) -> None:
-        """A run event relayed to the session's group (``channels_app.relay``)."""
-        await self.send_json(message["event"])
+        """A run event relayed to the session's group (``channels_app.relay``): a text
+        delta arrives as the frame's JSON text, other events as the frame."""
+        text = message.get("text")
+        if text is not None:
+            await self.send(text_data=text)
+        else:
+            await self.send_json(message["event"])
 
     async def _error(self, message: str) -> None:
         await self.send_json({"type": "error", "payload": {"message": message}})

@@ -104,11 +104,23 @@ def _messages(
     session_id: Any, run_id: Any, seq: int, event_type: str, payload: dict[str, Any], tenant_id: Any
 ) -> list[tuple[str, dict[str, Any]]]:
     """The layer messages of one event: to the session's group, and a stored event
-    also to the tenant's."""
-    message = {"type": RUN_EVENT_MESSAGE, "event": event_frame(run_id, seq, event_type, slim(payload))}
-    if tenant_id is None or event_type in EPHEMERAL_EVENTS:
+    also to the tenant's. A text delta travels as its frame's JSON text (``text``),
+    encoded once here rather than decoded and encoded again for every socket it
+    reaches; other events as the frame itself (``event``)."""
+    frame = event_frame(run_id, seq, event_type, slim(payload))
+    if event_type in EPHEMERAL_EVENTS:
+        return [(session_group(session_id), {"type": RUN_EVENT_MESSAGE, "text": json.dumps(frame)})]
+    message = {"type": RUN_EVENT_MESSAGE, "event": frame}
+    if tenant_id is None:
         return [(session_group(session_id), message)]
     return [(session_group(session_id), message), (tenant_group(tenant_id), message)]
+
+
+def relayed_frame(message: dict[str, Any]) -> dict[str, Any] | None:
+    """The frame a ``run.event`` layer message carries (``_messages``), as a dict."""
+    text = message.get("text")
+    frame = json.loads(text) if isinstance(text, str) else message.get("event")
+    return frame if isinstance(frame, dict) else None
 
 
 async def group_send_many(layer: Any, messages: list[tuple[str, dict[str, Any]]]) -> None:

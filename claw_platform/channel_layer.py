@@ -122,10 +122,20 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._last_cleanup = 0.0
         self._sends = LoopLocal(lambda: _SendBatch(self))
+        # A registered channel's loop and queue: its later receives skip the checks.
+        self._ready_queues: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[str]]] = {}
 
     # ------------------------------------------------------------------ receive
 
     async def receive(self, channel: str) -> dict[str, Any]:
+        # A channel registered on this loop (whose listener was up then, and stays up
+        # for the loop's life) goes straight to its queue.
+        queue = self._ready_queues.get(channel)
+        if queue is not None and queue[0] is asyncio.get_running_loop():
+            return await self._get_message_from_channel(channel, queue[1])
+        return await self._receive_first(channel)
+
+    async def _receive_first(self, channel: str) -> dict[str, Any]:
         if not (self._channel_advisory_locks.get(channel) and self._listening_here()):
             # First receive on this channel (or this loop): check it, register it.
             assert self.require_valid_channel_name(channel), "Channel name not valid"
@@ -134,13 +144,16 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
             self._get_or_create_queue(channel)
             await self._get_or_create_channel_advisory_lock(channel)
             await self._listening()
-        return await self._get_message_from_channel(channel, core.ASYNCIO_EVENT_CHANNEL_MAPPING[channel])
+        queue = core.ASYNCIO_EVENT_CHANNEL_MAPPING[channel]
+        self._ready_queues[channel] = (asyncio.get_running_loop(), queue)
+        return await self._get_message_from_channel(channel, queue)
 
     def release_channel(self, channel: str) -> None:
         """Forget a channel whose consumer has ended: the library keeps a queue and an
         entry per channel for the life of the process (one per socket ever opened).
         Notifications still on their way to it are dropped as another process's."""
         self._channel_advisory_locks.pop(channel, None)
+        self._ready_queues.pop(channel, None)
         core.ASYNCIO_EVENT_CHANNEL_MAPPING.pop(channel, None)
 
     def _listening_here(self) -> bool:

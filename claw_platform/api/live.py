@@ -24,7 +24,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from agents.actions.run_snapshot import run_from_snapshot
 from agents.models import FINISHED_RUN_STATUSES, Run, RunEvent, RunStatus
 from agents.runtime.events import EPHEMERAL_EVENTS
-from channels_app.relay import event_frame, session_group, tenant_group
+from channels_app.relay import event_frame, relayed_frame, session_group, tenant_group
 from claw_platform.api.settled import settled_listener
 from claw_platform.db import db_async
 
@@ -68,8 +68,7 @@ class GroupListener:
             message = await asyncio.wait_for(self.layer.receive(self.channel), wait)
         except TimeoutError:
             return None
-        frame = message.get("event") if isinstance(message, dict) else None
-        return frame if isinstance(frame, dict) else None
+        return relayed_frame(message) if isinstance(message, dict) else None
 
 
 @dataclass
