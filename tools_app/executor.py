@@ -3,18 +3,21 @@ agent's configuration and the user's role, with the approval policy as the
 ``check_policy`` seam, the run's :class:`ToolContext` bound for the tools, and an
 audit row for every call.
 
-:func:`build_run_tools` reads the agent's rows (tool config, per-tool settings, the
-session's "always" grants) once per run; after that, a call costs no query until the
-audit row is written.
+:func:`load_run_tools` reads the session's "always" grants once per run, and the
+agent's tool config and per-tool settings once per revision of the agent; after
+that, a call costs no query until the audit row is written.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+
+from django.db import connection
 
 from agents.engine.interfaces import RunContext
 from agents.engine.types import ToolCallPart, ToolResultPart
@@ -146,21 +149,48 @@ def execution_resolver(policy: AgentPolicy) -> Any:
     return execution_for
 
 
+# The agent's tool configuration and policy, per agent: (config_version, expiry,
+# config row, policy). A change to either row bumps the agent's config_version
+# (tools_app.signals), which the run's ResolvedAgent carries.
+_tool_configs: dict[int, tuple[int, float, Any, AgentPolicy]] = {}
+_tool_configs_lock = threading.Lock()
+TOOL_CONFIG_TTL_SECONDS = 300.0
+
+
+def _agent_tool_config(agent: Any, config_model: Any, setting_model: Any) -> tuple[Any, AgentPolicy]:
+    """The agent's AgentToolConfig (or None) and policy, read once per revision of
+    the agent (the rows are only read from, never changed, by a run)."""
+    now = time.monotonic()
+    version = getattr(agent, "version", None)
+    with _tool_configs_lock:
+        hit = _tool_configs.get(agent.agent_id)
+    if hit is not None and version is not None and hit[0] == version and hit[1] > now:
+        return hit[2], hit[3]
+    config = config_model._base_manager.filter(agent_id=agent.agent_id).first()
+    policy = agent_policy(config, list(setting_model._base_manager.filter(agent_id=agent.agent_id)))
+    if version is not None:
+        with _tool_configs_lock:
+            _tool_configs[agent.agent_id] = (version, now + TOOL_CONFIG_TTL_SECONDS, config, policy)
+    return config, policy
+
+
 def load_run_tools(agent: Any, session: Any, role: str, *, extensions: Any = None) -> ConfiguredToolExecutor:
     """The executor for a run of ``agent`` (a ResolvedAgent) in ``session`` for a user
-    of ``role``: three indexed queries (config, per-tool settings, grants). The
+    of ``role``: the session's grants (one indexed query) and the agent's config and
+    per-tool settings (two more, once per revision of the agent). The
     built-ins come first; ``extensions`` (``run_extensions``) add the tenant's MCP,
     HTTP and skill tool sets under the same configuration and policy."""
-    from tools_app.models import AgentToolConfig, ToolApprovalGrant, ToolSetting, parse_name_list
+    from tools_app.models import AgentToolConfig, ToolSetting, parse_name_list
     from tools_app.registry import builtin_registry
     from tools_app.workspace import ensure_workspace, workspace_path
 
-    config = AgentToolConfig._base_manager.filter(agent_id=agent.agent_id).first()
-    rows = list(ToolSetting._base_manager.filter(agent_id=agent.agent_id))
-    grants = ToolApprovalGrant._base_manager.filter(session_id=session.pk).values_list(
-        "tool_name", "arguments_digest"
-    )
-    policy = agent_policy(config, rows)
+    config, policy = _agent_tool_config(agent, AgentToolConfig, ToolSetting)
+    with connection.cursor() as cursor:  # per run: a plain statement
+        cursor.execute(
+            "SELECT tool_name, arguments_digest FROM tools_app_toolapprovalgrant WHERE session_id = %s",
+            [session.pk],
+        )
+        grants = cursor.fetchall()
     allowed_entries = parse_name_list(config.allowed_tools) if config is not None else []
     allowed: frozenset[str] | None = frozenset(allowed_entries) if allowed_entries else None
     if not agent.model.supports_tools:

@@ -299,16 +299,20 @@ def finish_unstarted_run(run: Run, status: str, *, error: str = "") -> None:
 def enqueue_next_runs(session_id: Any, *, limit: int = 3) -> None:
     """After a run ends: enqueue the session's next queued run and the oldest waiting
     runs (held back by limits), so a freed slot is used at once, not at the next sweep."""
-    first = list(
-        Run._base_manager.filter(session_id=session_id, status=RunStatus.QUEUED)
-        .order_by("id")
-        .values_list("id", flat=True)[:1]
-    )
-    others = list(
-        Run._base_manager.filter(status=RunStatus.QUEUED).order_by("id").values_list("id", flat=True)[:limit]
-    )
-    for run_id in dict.fromkeys([*first, *others]):
+    with connection.cursor() as cursor:  # after every run: one plain statement
+        cursor.execute(_NEXT_RUNS_SQL, {"session": session_id, "queued": RunStatus.QUEUED, "limit": limit})
+        run_ids = [row[0] for row in cursor.fetchall()]
+    for run_id in dict.fromkeys(run_ids):
         enqueue_run(run_id)
+
+
+# The session's next queued run, then the oldest queued runs of any session.
+_NEXT_RUNS_SQL = """
+(SELECT 0 AS rank, id FROM agents_run WHERE session_id = %(session)s AND status = %(queued)s ORDER BY id LIMIT 1)
+UNION ALL
+(SELECT 1 AS rank, id FROM agents_run WHERE status = %(queued)s ORDER BY id LIMIT %(limit)s)
+ORDER BY rank, id
+"""
 
 
 # --------------------------------------------------------------- approvals

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
+
 from agents.engine.cost import ModelPrice
 from agents.models import Agent, AgentFile, ModelProfile
 
@@ -94,7 +96,10 @@ _lock = threading.Lock()
 
 def resolve_agent(agent_id: int) -> ResolvedAgent:
     """The agent's current configuration (from cache when still current)."""
-    version = Agent._base_manager.filter(pk=agent_id).values_list("config_version", flat=True).first()
+    with connection.cursor() as cursor:  # for every run: a plain statement
+        cursor.execute("SELECT config_version FROM agents_agent WHERE id = %s", [agent_id])
+        row = cursor.fetchone()
+    version = row[0] if row is not None else None
     if version is None:
         invalidate(agent_id)
         raise AgentNotFound(agent_id)

@@ -8,6 +8,7 @@ counter under its row lock, so concurrent writers never interleave a history (S7
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from psycopg.types.json import Jsonb
 from agents.engine.interfaces import CompactionRecord, ConversationState, PendingStep, StepRecord
 from agents.engine.types import Message as EngineMessage
 from agents.engine.types import ToolCallPart, ToolResultPart, part_from_dict, part_to_dict
-from agents.models import Message, MessageState, Session, Thread, ToolCallMark, Turn, UsageRecord
+from agents.models import Message, MessageState, Session, Thread, ToolCallMark, UsageRecord
 from agents.runtime.partials import partial_writer
 from claw_platform.db import db_async
 
@@ -69,6 +70,23 @@ SELECT count(*) FROM t
 """
 
 
+# The state a run starts from, in two plain statements (the ORM's compiling of three
+# queries cost more than the database's answering them).
+_LOAD_STATE_SQL = """
+SELECT (SELECT summary FROM agents_thread WHERE id = %(thread)s),
+       (SELECT pending_step FROM agents_turn WHERE id = %(turn)s)
+"""
+_LOAD_MESSAGES_SQL = """
+SELECT role, parts FROM agents_message WHERE thread_id = %(thread)s AND state = %(state)s
+ORDER BY seq DESC LIMIT %(limit)s
+"""
+
+
+def _json(value: Any) -> Any:
+    """A jsonb column read with a plain cursor (Django has psycopg return its text)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def _usage_row(record: Any) -> dict[str, Any]:
     return {
         "provider": record.provider[:100],
@@ -103,22 +121,23 @@ class DjangoRunStore:
 
     def _load(self, max_messages: int) -> ConversationState:
         b = self.binding
-        summary = Thread._base_manager.filter(pk=b.thread_id).values_list("summary", flat=True).first() or ""
-        # Newest first through the partial index, then back to oldest first: the cost
-        # is bounded by max_messages, not by the age of the session.
-        rows = list(
-            Message._base_manager.filter(thread_id=b.thread_id, state=MessageState.ACTIVE)
-            .order_by("-seq")
-            .values_list("role", "parts")[:max_messages]
-        )
+        with connection.cursor() as cursor:
+            cursor.execute(_LOAD_STATE_SQL, {"thread": b.thread_id, "turn": b.turn_id})
+            row = cursor.fetchone()
+            # Newest first through the partial index, then back to oldest first: the
+            # cost is bounded by max_messages, not by the age of the session.
+            cursor.execute(
+                _LOAD_MESSAGES_SQL,
+                {"thread": b.thread_id, "state": MessageState.ACTIVE, "limit": max_messages},
+            )
+            rows = cursor.fetchall()
+        summary, pending = (row[0] or "", row[1]) if row is not None else ("", None)
         rows.reverse()
-        messages = [EngineMessage.from_dict({"role": role, "parts": parts}) for role, parts in rows]
-        return ConversationState(summary=summary, messages=messages, pending=self._pending())
+        messages = [EngineMessage.from_dict({"role": role, "parts": _json(parts)}) for role, parts in rows]
+        return ConversationState(summary=summary, messages=messages, pending=self._pending(_json(pending)))
 
-    def _pending(self) -> PendingStep | None:
-        raw = (
-            Turn._base_manager.filter(pk=self.binding.turn_id).values_list("pending_step", flat=True).first()
-        )
+    def _pending(self, raw: dict[str, Any] | None) -> PendingStep | None:
+        """The turn's step in flight (``raw``: its stored ``pending_step``, as read)."""
         self._pending_stored = bool(raw)
         if not raw:
             return None

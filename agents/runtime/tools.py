@@ -5,16 +5,20 @@ user the run acts for (X2); and the tenant's hooks for the run (H1-H3)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
 
 from agents.engine.interfaces import HookRunner, ToolExecutor
 from agents.engine.prompt import SkillSummary
 from agents.models import Session
 from agents.runtime.resolution import ResolvedAgent
 from claw_platform.db import db_async
-from claw_platform.tenancy.models import Membership, Role
+from claw_platform.tenancy.models import Role
 from tools_app.registry import builtin_registry
 from tools_app.runtime.assembly import (
     RunExtensions,
+    agent_extensions,
     close_run_resources,
     run_extensions,
     tenant_hook_runner,
@@ -26,13 +30,19 @@ def session_role(session: Session) -> str:
     routine) acts as a member; a user with no membership gets viewer rights."""
     if session.user_id is None:
         return Role.MEMBER
-    role = (
-        Membership.objects.unscoped()
-        .filter(tenant_id=session.tenant_id, user_id=session.user_id)
-        .values_list("role", flat=True)
-        .first()
-    )
-    return role or Role.VIEWER
+    with connection.cursor() as cursor:  # per run: a plain statement, not the ORM's
+        cursor.execute(
+            "SELECT role FROM tenancy_membership WHERE tenant_id = %s AND user_id = %s",
+            [session.tenant_id, session.user_id],
+        )
+        row = cursor.fetchone()
+    return row[0] if row is not None else Role.VIEWER
+
+
+def _role_and_extensions(session: Session, agent_id: int, with_extensions: bool) -> tuple[str, Any]:
+    """One trip to the database threads for both (a run's setup makes a dozen)."""
+    role = session_role(session)
+    return role, agent_extensions(session.tenant_id, agent_id) if with_extensions else None
 
 
 async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor:
@@ -41,12 +51,15 @@ async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor
     tools and skills, bound to the run's workspace."""
     from tools_app.executor import load_run_tools
 
-    role = await db_async(session_role)(session)
+    role, ext = await db_async(_role_and_extensions)(session, agent.agent_id, agent.model.supports_tools)
     extensions = (
         await run_extensions(
-            tenant_id=session.tenant_id, agent_id=agent.agent_id, taken=builtin_registry.names()
+            tenant_id=session.tenant_id,
+            agent_id=agent.agent_id,
+            taken=builtin_registry.names(),
+            extensions=ext,
         )
-        if agent.model.supports_tools
+        if ext is not None
         else RunExtensions()
     )
     try:

@@ -79,13 +79,18 @@ class RunExtensions:
                 logger.warning("closing a run's tool connections failed: %r", result)
 
 
-def _agent_extensions(tenant_id: int, agent_id: int) -> AgentExtensions:
+def agent_extensions(tenant_id: int, agent_id: int) -> AgentExtensions:
+    """The tenant's extensions that apply to the agent (a database read: sync)."""
     return tenant_extensions(tenant_id).for_agent(agent_id)
 
 
-async def run_extensions(*, tenant_id: int, agent_id: int, taken: Iterable[str] = ()) -> RunExtensions:
-    """The tenant's tool sets for one run of ``agent_id``; names in ``taken`` are kept out."""
-    ext = await db_async(_agent_extensions)(tenant_id, agent_id)
+
+async def run_extensions(
+    *, tenant_id: int, agent_id: int, taken: Iterable[str] = (), extensions: AgentExtensions | None = None
+) -> RunExtensions:
+    """The tenant's tool sets for one run of ``agent_id``; names in ``taken`` are kept out.
+    ``extensions``: the agent's, when the caller has read them (``agent_extensions``)."""
+    ext = extensions if extensions is not None else await db_async(agent_extensions)(tenant_id, agent_id)
     result = RunExtensions()
     names = set(taken)
     guard = SsrfGuard(ext.allow_list)
@@ -140,7 +145,7 @@ class RunToolExecutor(RegistryToolExecutor):
 
 async def tenant_hook_runner(*, tenant_id: int, agent_id: int) -> HookRunner:
     """The hooks of the tenant that apply to the agent; the null runner when there are none."""
-    ext = await db_async(_agent_extensions)(tenant_id, agent_id)
+    ext = await db_async(agent_extensions)(tenant_id, agent_id)
     if not ext.hooks:
         return NullHookRunner()
     return ConfiguredHookRunner(

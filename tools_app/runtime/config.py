@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import connection, models
 
 from tools_app.guards.ssrf import EMPTY_ALLOW_LIST, AllowEntry, AllowList
 from tools_app.hooks.runner import HookSpec
 from tools_app.http_tools.toolset import HttpToolSpec
 from tools_app.mcp.commands import CommandRefused, check_arguments, check_command, check_environment
 from tools_app.mcp.connection import McpServerSpec
-from tools_app.models import AllowedHost, ExtensionsVersion, Hook, HttpTool, McpServer, Skill
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
 from tools_app.skills.tools import SkillSpec
 
 logger = logging.getLogger("claw.tools")
@@ -75,9 +75,11 @@ _lock = threading.Lock()
 
 
 def extensions_version(tenant_id: int) -> int:
-    return (
-        ExtensionsVersion.objects.filter(tenant_id=tenant_id).values_list("version", flat=True).first() or 0
-    )
+    """The tenant's extensions version (read for every run: a plain statement)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT version FROM tools_app_extensionsversion WHERE tenant_id = %s", [tenant_id])
+        row = cursor.fetchone()
+    return int(row[0]) if row is not None and row[0] is not None else 0
 
 
 def tenant_extensions(tenant_id: int) -> TenantExtensions:
