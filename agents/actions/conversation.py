@@ -197,41 +197,59 @@ _TURN_END = {
 }
 
 
-@transaction.atomic
 def do_finish_turn(turn: Turn, *, status: str, text: str = "", error: str = "") -> None:
+    """Close the turn with ``status``: its state and reply, its thread's state, and
+    the session's usage totals, in one statement (atomic on its own)."""
     turn_state, thread_state = _TURN_END.get(status, (TurnState.FAILED, ThreadState.IDLE))
-    Turn._base_manager.filter(pk=turn.pk).update(
-        state=turn_state,
-        response_text=text,
-        error=error[:5000],
-        finished_at=timezone.now() if turn_state != TurnState.RUNNING else None,
-    )
-    Thread._base_manager.filter(pk=turn.thread_id).update(state=thread_state)
-    roll_up_session_usage(turn.session_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _FINISH_TURN_SQL,
+            {
+                "turn": turn.pk,
+                "state": turn_state,
+                "text": text,
+                "error": error[:5000],
+                "finished_at": timezone.now() if turn_state != TurnState.RUNNING else None,
+                "thread": turn.thread_id,
+                "thread_state": thread_state,
+                "session": turn.session_id,
+            },
+        )
 
 
 def roll_up_session_usage(session_id: Any) -> None:
     """Add the session's not-yet-counted usage records to its totals, exactly once
     (idempotent: a resumed or retried turn never counts a record twice)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            WITH counted AS (
-                UPDATE agents_usagerecord SET counted = true
-                WHERE session_id = %s AND NOT counted
-                RETURNING input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost
-            )
-            UPDATE agents_session SET
-                input_tokens = input_tokens + (SELECT coalesce(sum(input_tokens), 0) FROM counted),
-                output_tokens = output_tokens + (SELECT coalesce(sum(output_tokens), 0) FROM counted),
-                cache_read_tokens = cache_read_tokens + (SELECT coalesce(sum(cache_read_tokens), 0) FROM counted),
-                cache_write_tokens = cache_write_tokens + (SELECT coalesce(sum(cache_write_tokens), 0) FROM counted),
-                cost = cost + (SELECT coalesce(sum(cost), 0) FROM counted),
-                last_activity_at = now()
-            WHERE id = %s
-            """,
-            [session_id, session_id],
-        )
+        cursor.execute(_ROLL_UP_USAGE_SQL, {"session": session_id})
+
+
+_ROLL_UP_USAGE_CTE = """
+counted AS (
+    UPDATE agents_usagerecord SET counted = true
+    WHERE session_id = %(session)s AND NOT counted
+    RETURNING input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost
+)
+UPDATE agents_session SET
+    input_tokens = input_tokens + (SELECT coalesce(sum(input_tokens), 0) FROM counted),
+    output_tokens = output_tokens + (SELECT coalesce(sum(output_tokens), 0) FROM counted),
+    cache_read_tokens = cache_read_tokens + (SELECT coalesce(sum(cache_read_tokens), 0) FROM counted),
+    cache_write_tokens = cache_write_tokens + (SELECT coalesce(sum(cache_write_tokens), 0) FROM counted),
+    cost = cost + (SELECT coalesce(sum(cost), 0) FROM counted),
+    last_activity_at = now()
+WHERE id = %(session)s
+"""
+_ROLL_UP_USAGE_SQL = "WITH " + _ROLL_UP_USAGE_CTE
+# The turn, its thread and the session's totals: one statement, one snapshot, one commit.
+_TURN_AND_THREAD_CTES = """
+WITH turn AS (
+    UPDATE agents_turn SET state = %(state)s, response_text = %(text)s, error = %(error)s,
+        finished_at = %(finished_at)s
+    WHERE id = %(turn)s
+), thread AS (
+    UPDATE agents_thread SET state = %(thread_state)s WHERE id = %(thread)s
+), """
+_FINISH_TURN_SQL = _TURN_AND_THREAD_CTES + _ROLL_UP_USAGE_CTE
 
 
 @transaction.atomic
