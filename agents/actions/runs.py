@@ -23,7 +23,6 @@ from agents.engine.commands import parse_approval_reply, parse_slash_command
 from agents.models import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
-    AgentRevision,
     ApprovalRequest,
     ApprovalStatus,
     BusyPolicy,
@@ -35,7 +34,7 @@ from agents.models import (
 from agents.runtime.events import store_run_event
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.tenancy.context import tenant_context
-from claw_platform.tenancy.models import Membership, Role
+from claw_platform.tenancy.models import Role
 
 RUN_TASK = "agents.runtime.worker.execute_run"
 # Sent inside do_decide_approval's transaction with ``approval`` and ``acting_user``:
@@ -92,12 +91,13 @@ def _check_actor(tenant_id: int, actor: Any) -> None:
         return
     if getattr(actor, "api_key_tenant_id", None) == tenant_id:
         return  # an API key of this tenant (claw_platform.api.principal.ApiKeyActor)
-    role = (
-        Membership.objects.unscoped()
-        .filter(tenant_id=tenant_id, user_id=getattr(actor, "pk", None))
-        .values_list("role", flat=True)
-        .first()
-    )
+    with connection.cursor() as cursor:  # for every message: a plain statement
+        cursor.execute(
+            "SELECT role FROM tenancy_membership WHERE tenant_id = %s AND user_id = %s",
+            [tenant_id, getattr(actor, "pk", None)],
+        )
+        row = cursor.fetchone()
+    role = row[0] if row is not None else None
     if role is None or role == Role.VIEWER:
         raise PermissionDenied("You cannot act on this tenant's runs.")
 
@@ -184,10 +184,14 @@ def do_send_message(
     )
     if require_enabled and not locked.agent.enabled:
         raise AgentDisabled(locked.agent.slug)
-    waiting = list(
-        Run._base_manager.select_for_update(no_key=True)
-        .filter(session_id=session.pk, status=RunStatus.AWAITING_APPROVAL)
-        .order_by("id")
+    waiting = (
+        list(
+            Run._base_manager.select_for_update(no_key=True)
+            .filter(session_id=session.pk, status=RunStatus.AWAITING_APPROVAL)
+            .order_by("id")
+        )
+        if _awaiting_approval(session.pk)
+        else []
     )
     reply = parse_approval_reply(text) if waiting else None
     if reply is not None:
@@ -208,12 +212,9 @@ def do_send_message(
             do_cancel_run(run, acting_user=acting_user, reason="interrupted by a new message")
     with tenant_context(session.tenant_id):
         turn = do_start_turn(locked, text)
-    revision = (
-        AgentRevision._base_manager.filter(agent_id=locked.agent_id)
-        .order_by("-number")
-        .values_list("number", flat=True)
-        .first()
-    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT max(number) FROM agents_agentrevision WHERE agent_id = %s", [locked.agent_id])
+        revision = cursor.fetchone()[0]
     run = Run._base_manager.create(
         tenant_id=session.tenant_id,
         session_id=session.pk,
@@ -235,6 +236,17 @@ def do_send_message(
     )
     enqueue_run_with_commit(run.pk)
     return run
+
+
+def _awaiting_approval(session_id: Any) -> bool:
+    """Whether a run of the session waits for approval (rarely: the rows are then
+    read, and locked, through the ORM). The session's row is locked already."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM agents_run WHERE session_id = %s AND status = %s)",
+            [session_id, RunStatus.AWAITING_APPROVAL],
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def _display_name(user: Any) -> str:
