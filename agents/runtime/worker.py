@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
 import os
 import socket
@@ -32,6 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -61,6 +63,7 @@ from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, resolve_agent
 from claw_platform.db import db_async, is_database_outage
+from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger("claw.runs.worker")
@@ -310,10 +313,34 @@ def _renew_leases(ids: list[int], owner: str) -> set[int]:
 # --------------------------------------------------------------- one run
 
 
+@functools.cache
+def _load_sql() -> str:
+    # The session (with its user: the prompt names them) and the turn, in one plain
+    # statement (claw_platform.raw_rows). Built on first use: the user model is
+    # settled by then.
+    user = get_user_model()
+    columns = select_list(("s", Session), ("u", user), ("t", Turn))
+    return (
+        f"SELECT {columns} FROM agents_session s "  # noqa: S608 (columns from the models)
+        f"LEFT JOIN {user._meta.db_table} u ON u.id = s.user_id "
+        "JOIN agents_turn t ON t.id = %(turn)s AND t.tenant_id = %(tenant)s "
+        "WHERE s.id = %(session)s AND s.tenant_id = %(tenant)s"
+    )
+
+
 def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
     # The agent comes from resolve_agent (cached), not from this row.
-    session = Session._base_manager.select_related("user").get(pk=claim.session_id, tenant_id=claim.tenant_id)
-    turn = Turn._base_manager.get(pk=claim.turn_id, tenant_id=claim.tenant_id)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _load_sql(), {"session": claim.session_id, "turn": claim.turn_id, "tenant": claim.tenant_id}
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist(
+            f"run {claim.run_id}: no session {claim.session_id} or turn {claim.turn_id}"
+        )
+    session, user, turn = instances(row, Session, get_user_model(), Turn)
+    session.user = user
     if not claim.resume:
         return session, turn, {}  # decisions exist only for a run that paused
     approvals = {
@@ -444,18 +471,26 @@ def _release_lease(run_id: int, owner: str) -> None:
         enqueue_run(run_id)
 
 
+@functools.cache
+def _finish_sql() -> str:
+    # The run (locked) with its turn: a settled run's waiters read both (settle_payload).
+    columns = select_list(("r", Run), ("t", Turn))
+    return (
+        f"SELECT {columns} FROM agents_run r JOIN agents_turn t ON t.id = r.turn_id "  # noqa: S608
+        "WHERE r.id = %(run)s AND r.lease_owner = %(owner)s AND r.status = %(running)s FOR UPDATE OF r"
+    )
+
+
 @transaction.atomic
 def _finish_run(
     claim: Claim, owner: str, status: str, error: str, pending: list[Any], tools: ToolExecutor | None
 ) -> bool:
-    run = (
-        Run._base_manager.select_for_update(of=("self",))
-        .select_related("turn")
-        .filter(pk=claim.run_id, lease_owner=owner, status=RunStatus.RUNNING)
-        .first()
-    )
-    if run is None:
+    with connection.cursor() as cursor:
+        cursor.execute(_finish_sql(), {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING})
+        row = cursor.fetchone()
+    if row is None:
         return False  # the lease was lost: the run is another worker's now
+    run, run.turn = instances(row, Run, Turn)
     if status == RunStatus.AWAITING_APPROVAL and run.cancel_requested:
         finish_unstarted_run(run, RunStatus.CANCELLED, error="stopped by the user")
         return True
@@ -469,7 +504,13 @@ def _finish_run(
         "lease_expires_at": None,
         "cancel_requested": False,
     }
-    Run._base_manager.filter(pk=run.pk).update(**settled)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE agents_run SET status = %(status)s, error = %(error)s, finished_at = %(finished_at)s, "
+            "lease_owner = %(lease_owner)s, lease_expires_at = %(lease_expires_at)s, "
+            "cancel_requested = %(cancel_requested)s WHERE id = %(run)s",
+            {**settled, "run": run.pk},
+        )
     for name, value in settled.items():
         setattr(run, name, value)
     # Waiting API calls answer from these rows (the turn was selected with the run).
