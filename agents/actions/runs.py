@@ -8,6 +8,7 @@ The worker side (claim, lease, resume) is ``agents.runtime.worker``.
 
 from __future__ import annotations
 
+import functools
 from functools import partial
 from typing import Any
 
@@ -23,6 +24,7 @@ from agents.engine.commands import parse_approval_reply, parse_slash_command
 from agents.models import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
+    Agent,
     ApprovalRequest,
     ApprovalStatus,
     BusyPolicy,
@@ -33,6 +35,7 @@ from agents.models import (
 )
 from agents.runtime.events import store_run_event
 from claw_platform.audit.actions import record_audit_event
+from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.models import Role
 
@@ -140,6 +143,16 @@ def active_run(session: Session) -> Run | None:
 # ---------------------------------------------------------------- messages
 
 
+@functools.cache
+def _lock_session_sql() -> str:
+    # The session's row (locked) with its agent (claw_platform.raw_rows).
+    columns = select_list(("s", Session), ("a", Agent))
+    return (
+        f"SELECT {columns} FROM agents_session s JOIN agents_agent a ON a.id = s.agent_id "  # noqa: S608
+        "WHERE s.id = %(session)s AND s.tenant_id = %(tenant)s FOR NO KEY UPDATE OF s"
+    )
+
+
 class AgentDisabled(Exception):
     """The session's agent is switched off; ``do_send_message(..., require_enabled=True)``
     starts nothing."""
@@ -177,11 +190,12 @@ def do_send_message(
     # row (``of``: a join would lock the agent too, and every session, run and usage
     # row of the agent references it), and NO KEY: rows referencing the session
     # (messages, runs) can still be written meanwhile.
-    locked = (
-        Session._base_manager.select_for_update(no_key=True, of=("self",))
-        .select_related("agent")
-        .get(pk=session.pk, tenant_id=session.tenant_id)
-    )
+    with connection.cursor() as cursor:  # for every message: a plain statement
+        cursor.execute(_lock_session_sql(), {"session": session.pk, "tenant": session.tenant_id})
+        row = cursor.fetchone()
+    if row is None:
+        raise Session.DoesNotExist(f"No session {session.pk}.")
+    locked, locked.agent = instances(row, Session, Agent)
     if require_enabled and not locked.agent.enabled:
         raise AgentDisabled(locked.agent.slug)
     waiting = (
