@@ -157,17 +157,19 @@ _tool_configs_lock = threading.Lock()
 TOOL_CONFIG_TTL_SECONDS = 300.0
 
 
-def _agent_tool_config(agent: Any, config_model: Any, setting_model: Any) -> tuple[Any, AgentPolicy]:
+def _agent_tool_config(agent: Any) -> tuple[Any, AgentPolicy]:
     """The agent's AgentToolConfig (or None) and policy, read once per revision of
     the agent (the rows are only read from, never changed, by a run)."""
+    from tools_app.models import AgentToolConfig, ToolSetting
+
     now = time.monotonic()
     version = getattr(agent, "version", None)
     with _tool_configs_lock:
         hit = _tool_configs.get(agent.agent_id)
     if hit is not None and version is not None and hit[0] == version and hit[1] > now:
         return hit[2], hit[3]
-    config = config_model._base_manager.filter(agent_id=agent.agent_id).first()
-    policy = agent_policy(config, list(setting_model._base_manager.filter(agent_id=agent.agent_id)))
+    config = AgentToolConfig._base_manager.filter(agent_id=agent.agent_id).first()
+    policy = agent_policy(config, list(ToolSetting._base_manager.filter(agent_id=agent.agent_id)))
     if version is not None:
         with _tool_configs_lock:
             _tool_configs[agent.agent_id] = (version, now + TOOL_CONFIG_TTL_SECONDS, config, policy)
@@ -180,11 +182,11 @@ def load_run_tools(agent: Any, session: Any, role: str, *, extensions: Any = Non
     per-tool settings (two more, once per revision of the agent). The
     built-ins come first; ``extensions`` (``run_extensions``) add the tenant's MCP,
     HTTP and skill tool sets under the same configuration and policy."""
-    from tools_app.models import AgentToolConfig, ToolSetting, parse_name_list
+    from tools_app.models import parse_name_list
     from tools_app.registry import builtin_registry
     from tools_app.workspace import ensure_workspace, workspace_path
 
-    config, policy = _agent_tool_config(agent, AgentToolConfig, ToolSetting)
+    config, policy = _agent_tool_config(agent)
     with connection.cursor() as cursor:  # per run: a plain statement
         cursor.execute(
             "SELECT tool_name, arguments_digest FROM tools_app_toolapprovalgrant WHERE session_id = %s",

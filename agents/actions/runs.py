@@ -37,6 +37,7 @@ from agents.runtime.events import store_run_event
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
+from claw_platform.tenancy.lookup import member_role
 from claw_platform.tenancy.models import Role
 
 RUN_TASK = "agents.runtime.worker.execute_run"
@@ -94,13 +95,7 @@ def _check_actor(tenant_id: int, actor: Any) -> None:
         return
     if getattr(actor, "api_key_tenant_id", None) == tenant_id:
         return  # an API key of this tenant (claw_platform.api.principal.ApiKeyActor)
-    with connection.cursor() as cursor:  # for every message: a plain statement
-        cursor.execute(
-            "SELECT role FROM tenancy_membership WHERE tenant_id = %s AND user_id = %s",
-            [tenant_id, getattr(actor, "pk", None)],
-        )
-        row = cursor.fetchone()
-    role = row[0] if row is not None else None
+    role = member_role(tenant_id, getattr(actor, "pk", None))
     if role is None or role == Role.VIEWER:
         raise PermissionDenied("You cannot act on this tenant's runs.")
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import connection
-
 from agents.engine.interfaces import HookRunner, ToolExecutor
 from agents.engine.prompt import SkillSummary
 from agents.models import Session
 from agents.runtime.resolution import ResolvedAgent
 from claw_platform.db import db_async
+from claw_platform.tenancy.lookup import member_role
 from claw_platform.tenancy.models import Role
 from tools_app.registry import builtin_registry
 from tools_app.runtime.assembly import (
@@ -30,13 +29,7 @@ def session_role(session: Session) -> str:
     routine) acts as a member; a user with no membership gets viewer rights."""
     if session.user_id is None:
         return Role.MEMBER
-    with connection.cursor() as cursor:  # per run: a plain statement, not the ORM's
-        cursor.execute(
-            "SELECT role FROM tenancy_membership WHERE tenant_id = %s AND user_id = %s",
-            [session.tenant_id, session.user_id],
-        )
-        row = cursor.fetchone()
-    return row[0] if row is not None else Role.VIEWER
+    return member_role(session.tenant_id, session.user_id) or Role.VIEWER
 
 
 def _role_and_extensions(session: Session, agent_id: int, with_extensions: bool) -> tuple[str, Any]:

@@ -177,6 +177,32 @@ def test_the_agent_configuration_reaches_the_run(tenant_a):
 
 
 @pytestmark_db
+def test_a_configuration_change_reaches_the_next_run(tenant_a):
+    """The agent's tool config and policy are read once per revision of the agent: a
+    change (which bumps the revision) is what the next run gets, an unchanged agent's
+    next run reads none of them again."""
+    run = Run(tenant_a.agent, tenant_a.member)
+    assert run.call("write_file", path="a.txt", content="x").is_error is False
+    setting = tool_setting(tenant_a.agent, "write_file", approval_mode="ask")
+    assert Run(tenant_a.agent, tenant_a.member).call("write_file", path="b.txt", content="x").error_type == (
+        "approval_required"
+    )
+    setting.approval_mode = "deny"
+    setting.save()
+    assert Run(tenant_a.agent, tenant_a.member).call("write_file", path="c.txt", content="x").error_type == (
+        "policy_denied"
+    )
+    configure(tenant_a.agent, denied_tools="write_file")
+    later = Run(tenant_a.agent, tenant_a.member)
+    assert "write_file" not in {d.name for d in later.executor.definitions()}
+    setting.delete()
+    configure(tenant_a.agent, denied_tools="")
+    assert (
+        Run(tenant_a.agent, tenant_a.member).call("write_file", path="d.txt", content="x").is_error is False
+    )
+
+
+@pytestmark_db
 def test_read_only_agents_offer_only_reading_tools(tenant_a):
     configure(tenant_a.agent, approval_mode="read_only")
     run = Run(tenant_a.agent, tenant_a.owner)

@@ -84,7 +84,6 @@ def agent_extensions(tenant_id: int, agent_id: int) -> AgentExtensions:
     return tenant_extensions(tenant_id).for_agent(agent_id)
 
 
-
 async def run_extensions(
     *, tenant_id: int, agent_id: int, taken: Iterable[str] = (), extensions: AgentExtensions | None = None
 ) -> RunExtensions:
