@@ -395,65 +395,66 @@ def main() -> int:
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # this script's few queries block on purpose
     tmp = Path(tempfile.mkdtemp(prefix="claw-bench-stream-"))
     db = setup_django(tmp)
-    token_port, web_port = free_port(), free_port()
-    token_url, url = f"http://127.0.0.1:{token_port}", f"http://127.0.0.1:{web_port}"
-    cookie, sessions = make_fixtures(token_url, args.streams + 50)
-    stream_ids, idle_ids = sessions[: args.streams], sessions[args.streams :]
-
-    env = {
-        "DATABASE_URL": os.environ["DATABASE_URL"],
-        "CLAW_VAR_DIR": os.environ["CLAW_VAR_DIR"],
-        "CHANNEL_LAYER_URL": "postgres" if args.layer == "postgres" else "redis://127.0.0.1:6379/14",
-        "CLAW_Q_BROKER_URL": "orm" if args.broker == "orm" else "redis://127.0.0.1:6379/15",
-        "CLAW_Q_WORKERS": str(args.q_workers),
-        "CLAW_RUNS_PER_TENANT": str(args.streams * 2),
-        "CLAW_RUNS_GLOBAL": str(args.streams * 2),
-        "CLAW_RUNS_PER_WORKER": str(args.streams * 2),
-        "LOG_LEVEL": "WARNING",
-    }
-    if args.layer == "redis" or args.broker == "redis":
-        import redis
-
-        for number in (14, 15):
-            redis.Redis(host="127.0.0.1", port=6379, db=number).flushdb()
-    logs = tmp / "logs"
-    logs.mkdir()
-    processes = [
-        start(
-            [
-                sys.executable,
-                str(Path(__file__).with_name("token_server.py")),
-                "--port",
-                str(token_port),
-                "--tokens",
-                str(args.tokens),
-                "--interval",
-                str(args.interval),
-            ],
-            env,
-            logs / "tokens.log",
-        ),
-        start(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(web_port),
-                "claw_platform.asgi:application",
-            ],
-            env,
-            logs / "web.log",
-        ),
-        *(
-            start([sys.executable, "manage.py", "claw_worker"], env, logs / f"worker-{n}.log")
-            for n in range(args.workers)
-        ),
-    ]
-    _tokens_proc, web, worker = processes[:3]
+    processes: list[subprocess.Popen[bytes]] = []
     try:
+        token_port, web_port = free_port(), free_port()
+        token_url, url = f"http://127.0.0.1:{token_port}", f"http://127.0.0.1:{web_port}"
+        cookie, sessions = make_fixtures(token_url, args.streams + 50)
+        stream_ids, idle_ids = sessions[: args.streams], sessions[args.streams :]
+
+        env = {
+            "DATABASE_URL": os.environ["DATABASE_URL"],
+            "CLAW_VAR_DIR": os.environ["CLAW_VAR_DIR"],
+            "CHANNEL_LAYER_URL": "postgres" if args.layer == "postgres" else "redis://127.0.0.1:6379/14",
+            "CLAW_Q_BROKER_URL": "orm" if args.broker == "orm" else "redis://127.0.0.1:6379/15",
+            "CLAW_Q_WORKERS": str(args.q_workers),
+            "CLAW_RUNS_PER_TENANT": str(args.streams * 2),
+            "CLAW_RUNS_GLOBAL": str(args.streams * 2),
+            "CLAW_RUNS_PER_WORKER": str(args.streams * 2),
+            "LOG_LEVEL": "WARNING",
+        }
+        if args.layer == "redis" or args.broker == "redis":
+            import redis
+
+            for number in (14, 15):
+                redis.Redis(host="127.0.0.1", port=6379, db=number).flushdb()
+        logs = tmp / "logs"
+        logs.mkdir()
+        processes += [
+            start(
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("token_server.py")),
+                    "--port",
+                    str(token_port),
+                    "--tokens",
+                    str(args.tokens),
+                    "--interval",
+                    str(args.interval),
+                ],
+                env,
+                logs / "tokens.log",
+            ),
+            start(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(web_port),
+                    "claw_platform.asgi:application",
+                ],
+                env,
+                logs / "web.log",
+            ),
+            *(
+                start([sys.executable, "manage.py", "claw_worker"], env, logs / f"worker-{n}.log")
+                for n in range(args.workers)
+            ),
+        ]
+        _tokens_proc, web, worker = processes[:3]
         wait_http(f"{token_url}/v1/models")
         wait_http(f"{url}/healthz")
         time.sleep(2)  # the worker cluster forks its processes
