@@ -4,15 +4,19 @@ and another tenant's member locked out of the page and the socket."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 
-from agents.actions.conversation import do_create_session
-from agents.models import ApprovalRequest, Message, Run, RunStatus, Session
+from agents.actions.conversation import do_create_session, do_finish_turn, do_start_turn
+from agents.models import ApprovalRequest, Message, Run, RunEvent, RunStatus, Session
+from channels_app.relay import ChannelLayerRelay
+from claw_platform.tenancy.context import tenant_context
 from tests.fakes.fake_llm import Turn
 from tests.fixtures.tenants import PASSWORD
 from tests.ui.conftest import Stack, signed_in_page
@@ -100,6 +104,50 @@ def test_a_member_signs_in_picks_an_agent_and_watches_the_reply_stream_in(
     assert page.is_hidden("#stop")
     assert re.search(r"\d+ tokens", page.inner_text("#usage"))
     context.close()
+
+
+def test_events_that_overtake_their_run_queued_are_fetched_again_whole(
+    stack: Stack, browser: Any, live_agent: Any
+) -> None:
+    """A worker's event can reach the page before the web process's run.queued (two
+    processes, two commits). The page drops it, since it does not know the turn yet,
+    and resyncs. The resync must ask from the start of that run, not from the
+    dropped event's seq, or the tool call's input never arrives."""
+    session = chat_session(live_agent)
+    page = open_session(browser, stack, live_agent, session)
+    with tenant_context(session.tenant_id):
+        turn = do_start_turn(session, "Weather in Oslo?")
+        do_finish_turn(turn, status="completed", text="It is sunny in Oslo.")
+    run = Run.objects.unscoped().create(
+        tenant_id=session.tenant_id,
+        session=session,
+        turn=turn,
+        agent_id=session.agent_id,
+        status=RunStatus.COMPLETED,
+        event_seq=5,
+    )
+    call = {"id": "call_late", "name": "lookup_weather", "arguments": {"city": "Oslo"}}
+    events = [
+        ("run.queued", {"turn": turn.pk, "number": turn.number, "text": "Weather in Oslo?"}),
+        ("run.started", {"model": "m"}),
+        ("tool.call", call),
+        ("tool.result", {"id": "call_late", "name": "lookup_weather", "content": "Sunny", "duration_ms": 3}),
+        ("run.completed", {"status": "completed", "text": "It is sunny in Oslo."}),
+    ]
+    for seq, (kind, payload) in enumerate(events, start=1):
+        RunEvent.objects.unscoped().create(
+            tenant_id=session.tenant_id, run=run, seq=seq, type=kind, payload=payload
+        )
+    # Only the tool call is relayed live, as if it overtook everything before it.
+    # (In a thread of its own: Playwright's loop runs in this one.)
+    with ThreadPoolExecutor(1) as relay_thread:
+        relay_thread.submit(asyncio.run, ChannelLayerRelay().relay(run.pk, 3, "tool.call", call)).result()
+
+    card = page.locator('.tool-card[data-call="call_late"].status-done')
+    card.wait_for(timeout=10_000)
+    card.locator("summary").click()
+    assert '"city": "Oslo"' in card.locator(".tool-input").inner_text()
+    page.wait_for_selector(".assistant-text >> text=It is sunny in Oslo.")
 
 
 def test_a_tool_call_shows_as_a_card_with_input_output_and_duration(
