@@ -20,9 +20,9 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
    divided by the number of runs; and PostgreSQL's load (commits/s) meanwhile;
 6. **CPU**: each process's share while streaming, and in the steady state (from the
    moment every stream has relayed a token until the first one ends: no run starts
-   or finishes) the CPU time each spends per relayed token. Everything shares the
-   machine's cores, the benchmark's own client and token server included, so a
-   process that gets cheaper leaves more for the others. ``--timeline`` prints the
+   or finishes) the CPU time each spends per relayed token, and the relay latency
+   then. Everything shares the machine's cores, the benchmark's own client and token
+   server included, so a process that gets cheaper leaves more for the others. ``--timeline`` prints the
    relay latency second by second (start, steady state and end apart).
 
 ``--layer redis`` / ``--broker redis`` use the machine's Redis at 127.0.0.1:6379
@@ -280,6 +280,7 @@ async def client(
         def mark_steady(key: str) -> None:
             if key not in steady:
                 steady[key] = (time.monotonic(), cpu_seconds(pids), sum(len(r.latencies_ms) for r in results))
+                steady[f"{key}_wall"] = time.time()
 
         async def consume(ws: Any, result: StreamResult, sent: float) -> None:
             first = True
@@ -531,6 +532,16 @@ def main() -> int:
         print(
             f"steady state            {n1 - n0} tokens in {t1 - t0:.1f} s ({(n1 - n0) / max(t1 - t0, 1e-9):.0f}/s); "
             f"CPU µs per token: {per_token}"
+        )
+        # The same latency, of the tokens received while every stream was streaming
+        # (the figure above counts the burst of set-ups and the endings too).
+        w0, w1 = steady["start_wall"], steady["end_wall"]
+        during = [
+            v for r in results for t, v in zip(r.received_at, r.latencies_ms, strict=True) if w0 <= t <= w1
+        ]
+        print(
+            f"  relay latency then    p50 {pct(during, 50):.1f} ms  p95 {pct(during, 95):.1f} ms  "
+            f"p99 {pct(during, 99):.1f} ms  ({len(during)} tokens, all {args.streams} streams running)"
         )
     print(f"CPU while streaming     {shares} (of one core; the machine has {os.cpu_count()})")
     if args.timeline:
