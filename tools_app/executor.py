@@ -11,7 +11,6 @@ that, a call costs no query until the audit row is written.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,6 +22,7 @@ from agents.engine.interfaces import RunContext
 from agents.engine.types import ToolCallPart, ToolResultPart
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.db import db_async
+from claw_platform.versioned_cache import VersionedCache
 from tools_app.context import TOOL_CONTEXT_KEY, ToolContext
 from tools_app.policy.approval import AgentPolicy, ApprovalPolicy, ToolRule, arguments_digest
 from tools_app.registry import RegistryToolExecutor, Tool, ToolSet
@@ -152,9 +152,7 @@ def execution_resolver(policy: AgentPolicy) -> Any:
 # The agent's tool configuration and policy, per agent: (config_version, expiry,
 # config row, policy). A change to either row bumps the agent's config_version
 # (tools_app.signals), which the run's ResolvedAgent carries.
-_tool_configs: dict[int, tuple[int, float, Any, AgentPolicy]] = {}
-_tool_configs_lock = threading.Lock()
-TOOL_CONFIG_TTL_SECONDS = 300.0
+_tool_configs: VersionedCache[int, tuple[Any, AgentPolicy]] = VersionedCache(ttl=300.0)
 
 
 def _agent_tool_config(agent: Any) -> tuple[Any, AgentPolicy]:
@@ -162,17 +160,14 @@ def _agent_tool_config(agent: Any) -> tuple[Any, AgentPolicy]:
     the agent (the rows are only read from, never changed, by a run)."""
     from tools_app.models import AgentToolConfig, ToolSetting
 
-    now = time.monotonic()
     version = getattr(agent, "version", None)
-    with _tool_configs_lock:
-        hit = _tool_configs.get(agent.agent_id)
-    if hit is not None and version is not None and hit[0] == version and hit[1] > now:
-        return hit[2], hit[3]
+    hit = _tool_configs.get(agent.agent_id, version) if version is not None else None
+    if hit is not None:
+        return hit
     config = AgentToolConfig._base_manager.filter(agent_id=agent.agent_id).first()
     policy = agent_policy(config, list(ToolSetting._base_manager.filter(agent_id=agent.agent_id)))
     if version is not None:
-        with _tool_configs_lock:
-            _tool_configs[agent.agent_id] = (version, now + TOOL_CONFIG_TTL_SECONDS, config, policy)
+        _tool_configs.put(agent.agent_id, version, (config, policy))
     return config, policy
 
 

@@ -9,8 +9,6 @@ restart and without a pub/sub hop.
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +16,7 @@ from django.db import connection
 
 from agents.engine.cost import ModelPrice
 from agents.models import Agent, AgentFile, ModelProfile
+from claw_platform.versioned_cache import VersionedCache
 
 CACHE_TTL_SECONDS = 300.0
 
@@ -90,8 +89,7 @@ class AgentNotFound(LookupError):
     pass
 
 
-_cache: dict[int, tuple[int, float, ResolvedAgent]] = {}
-_lock = threading.Lock()
+_cache: VersionedCache[int, ResolvedAgent] = VersionedCache(CACHE_TTL_SECONDS)
 
 
 def resolve_agent(agent_id: int) -> ResolvedAgent:
@@ -103,24 +101,17 @@ def resolve_agent(agent_id: int) -> ResolvedAgent:
     if version is None:
         invalidate(agent_id)
         raise AgentNotFound(agent_id)
-    now = time.monotonic()
-    with _lock:
-        hit = _cache.get(agent_id)
-    if hit is not None and hit[0] == version and hit[1] > now:
-        return hit[2]
+    hit = _cache.get(agent_id, version)
+    if hit is not None:
+        return hit
     resolved = _load(agent_id)
-    with _lock:
-        _cache[agent_id] = (resolved.version, now + CACHE_TTL_SECONDS, resolved)
+    _cache.put(agent_id, resolved.version, resolved)
     return resolved
 
 
 def invalidate(agent_id: int | None = None) -> None:
     """Drop one cached agent (or all): this process's half of invalidation."""
-    with _lock:
-        if agent_id is None:
-            _cache.clear()
-        else:
-            _cache.pop(agent_id, None)
+    _cache.invalidate(agent_id)
 
 
 def _load(agent_id: int) -> ResolvedAgent:

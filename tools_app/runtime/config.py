@@ -12,8 +12,6 @@ Only this tenant's rows are ever read: every query filters on ``tenant_id``.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, models
 
+from claw_platform.versioned_cache import VersionedCache
 from tools_app.guards.ssrf import EMPTY_ALLOW_LIST, AllowEntry, AllowList
 from tools_app.hooks.runner import HookSpec
 from tools_app.http_tools.toolset import HttpToolSpec
@@ -70,8 +69,7 @@ class TenantExtensions:
         return hit
 
 
-_cache: dict[int, tuple[int, float, TenantExtensions]] = {}
-_lock = threading.Lock()
+_cache: VersionedCache[int, TenantExtensions] = VersionedCache(CACHE_TTL_SECONDS)
 
 
 def extensions_version(tenant_id: int) -> int:
@@ -85,24 +83,17 @@ def extensions_version(tenant_id: int) -> int:
 def tenant_extensions(tenant_id: int) -> TenantExtensions:
     """The tenant's current extensions (from this process's cache when still current)."""
     version = extensions_version(tenant_id)
-    now = time.monotonic()
-    with _lock:
-        hit = _cache.get(tenant_id)
-    if hit is not None and hit[0] == version and hit[1] > now:
-        return hit[2]
+    hit = _cache.get(tenant_id, version)
+    if hit is not None:
+        return hit
     loaded = load_extensions(tenant_id, version)
-    with _lock:
-        _cache[tenant_id] = (version, now + CACHE_TTL_SECONDS, loaded)
+    _cache.put(tenant_id, version, loaded)
     return loaded
 
 
 def invalidate(tenant_id: int | None = None) -> None:
     """Drop one tenant's cached extensions (or all): this process's half of invalidation."""
-    with _lock:
-        if tenant_id is None:
-            _cache.clear()
-        else:
-            _cache.pop(tenant_id, None)
+    _cache.invalidate(tenant_id)
 
 
 def _agent_ids(model: type[models.Model], tenant_id: int) -> dict[int, frozenset[int]]:
