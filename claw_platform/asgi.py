@@ -11,7 +11,8 @@ from django.core.asgi import get_asgi_application
 from claw_platform.config import env_bool
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "claw_platform.settings")
-if not settings.configured:
+serving = not settings.configured
+if serving:
     # The web server's entry point (not a test importing the application): each HTTP
     # request runs its sync code in a thread of its own, so pooled connections spare
     # every request a new one (a few ms each). Read when the settings load, just below.
@@ -50,3 +51,8 @@ application = ProtocolTypeRouter(
         "websocket": OriginOrKeyClientValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+if serving:
+    from claw_platform.heap import freeze_startup_heap
+
+    freeze_startup_heap()

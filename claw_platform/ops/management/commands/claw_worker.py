@@ -19,6 +19,7 @@ from django.core.management.base import BaseCommand
 
 from agents.runtime.maintenance import ensure_schedules
 from agents.runtime.worker import shutdown_supervisor, start_sweeper_thread, supervisor
+from claw_platform.heap import freeze_startup_heap
 from claw_platform.ops.heartbeat import start_heartbeat_thread
 
 
@@ -27,6 +28,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         ensure_schedules()
+        freeze_startup_heap()
         if settings.CLAW_Q_CLUSTER == "processes":
             alive, stop_tasks = _start_forked_cluster()
         else:
