@@ -34,6 +34,9 @@ DATABASES = {
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The hot statements of a run as server-side prepared statements (claw_platform.prepared);
+# off for a connection pooler that cannot keep them (PgBouncer before 1.21).
+CLAW_DB_PREPARE = config.env_bool("CLAW_DB_PREPARE", True)
 
 CHANNEL_LAYERS = {
     "default": config.channel_layer_config(config.env_str("CHANNEL_LAYER_URL"), DATABASES["default"])

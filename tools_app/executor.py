@@ -16,12 +16,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from django.db import connection
-
 from agents.engine.interfaces import RunContext
 from agents.engine.types import ToolCallPart, ToolResultPart
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.db import db_async
+from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 from tools_app.context import TOOL_CONTEXT_KEY, ToolContext
 from tools_app.policy.approval import AgentPolicy, ApprovalPolicy, ToolRule, arguments_digest
@@ -182,10 +181,11 @@ def load_run_tools(agent: Any, session: Any, role: str, *, extensions: Any = Non
     from tools_app.workspace import ensure_workspace, workspace_path
 
     config, policy = _agent_tool_config(agent)
-    with connection.cursor() as cursor:  # per run: a plain statement
+    with prepared_cursor() as cursor:  # per run: a plain statement
         cursor.execute(
             "SELECT tool_name, arguments_digest FROM tools_app_toolapprovalgrant WHERE session_id = %s",
             [session.pk],
+            prepare=True,
         )
         grants = cursor.fetchall()
     allowed_entries = parse_name_list(config.allowed_tools) if config is not None else []

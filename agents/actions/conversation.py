@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from agents.models import (
     Turn,
     TurnState,
 )
+from claw_platform.prepared import prepared_cursor
 
 MAX_CHECKPOINTS = 20
 
@@ -158,7 +159,7 @@ def do_start_turn(session: Session, text: str) -> Turn:
     undone) but can no longer be redone. Only the newest 20 checkpoints are kept.
     """
     thread_id = _active_thread(session)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             _START_TURN_SQL,
             {
@@ -170,6 +171,7 @@ def do_start_turn(session: Session, text: str) -> Turn:
                 "processing": ThreadState.PROCESSING,
                 "running": TurnState.RUNNING,
             },
+            prepare=True,
         )
         row = cursor.fetchone()
     if row is None:
@@ -201,7 +203,7 @@ def do_finish_turn(turn: Turn, *, status: str, text: str = "", error: str = "") 
     """Close the turn with ``status``: its state and reply, its thread's state, and
     the session's usage totals, in one statement (atomic on its own)."""
     turn_state, thread_state = _TURN_END.get(status, (TurnState.FAILED, ThreadState.IDLE))
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             _FINISH_TURN_SQL,
             {
@@ -214,14 +216,15 @@ def do_finish_turn(turn: Turn, *, status: str, text: str = "", error: str = "") 
                 "thread_state": thread_state,
                 "session": turn.session_id,
             },
+            prepare=True,
         )
 
 
 def roll_up_session_usage(session_id: Any) -> None:
     """Add the session's not-yet-counted usage records to its totals, exactly once
     (idempotent: a resumed or retried turn never counts a record twice)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_ROLL_UP_USAGE_SQL, {"session": session_id})
+    with prepared_cursor() as cursor:
+        cursor.execute(_ROLL_UP_USAGE_SQL, {"session": session_id}, prepare=True)
 
 
 _ROLL_UP_USAGE_CTE = """

@@ -35,6 +35,7 @@ from agents.models import (
 )
 from agents.runtime.events import store_run_event
 from claw_platform.audit.actions import record_audit_event
+from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.lookup import member_role
@@ -185,8 +186,10 @@ def do_send_message(
     # row (``of``: a join would lock the agent too, and every session, run and usage
     # row of the agent references it), and NO KEY: rows referencing the session
     # (messages, runs) can still be written meanwhile.
-    with connection.cursor() as cursor:  # for every message: a plain statement
-        cursor.execute(_lock_session_sql(), {"session": session.pk, "tenant": session.tenant_id})
+    with prepared_cursor() as cursor:  # for every message: a plain statement
+        cursor.execute(
+            _lock_session_sql(), {"session": session.pk, "tenant": session.tenant_id}, prepare=True
+        )
         row = cursor.fetchone()
     if row is None:
         raise Session.DoesNotExist(f"No session {session.pk}.")
@@ -221,9 +224,13 @@ def do_send_message(
             do_cancel_run(run, acting_user=acting_user, reason="interrupted by a new message")
     with tenant_context(session.tenant_id):
         turn = do_start_turn(locked, text)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT max(number) FROM agents_agentrevision WHERE agent_id = %s", [locked.agent_id])
-        revision = cursor.fetchone()[0]
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            "SELECT max(number) FROM agents_agentrevision WHERE agent_id = %s",
+            [locked.agent_id],
+            prepare=True,
+        )
+        (revision,) = cursor.fetchone() or (None,)  # an aggregate: always one row
     run = Run._base_manager.create(
         tenant_id=session.tenant_id,
         session_id=session.pk,
@@ -250,12 +257,13 @@ def do_send_message(
 def _awaiting_approval(session_id: Any) -> bool:
     """Whether a run of the session waits for approval (rarely: the rows are then
     read, and locked, through the ORM). The session's row is locked already."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "SELECT EXISTS (SELECT 1 FROM agents_run WHERE session_id = %s AND status = %s)",
             [session_id, RunStatus.AWAITING_APPROVAL],
+            prepare=True,
         )
-        return bool(cursor.fetchone()[0])
+        return bool((cursor.fetchone() or (False,))[0])
 
 
 def _display_name(user: Any) -> str:
@@ -320,8 +328,10 @@ def finish_unstarted_run(run: Run, status: str, *, error: str = "") -> None:
 def enqueue_next_runs(session_id: Any, *, limit: int = 3) -> None:
     """After a run ends: enqueue the session's next queued run and the oldest waiting
     runs (held back by limits), so a freed slot is used at once, not at the next sweep."""
-    with connection.cursor() as cursor:  # after every run: one plain statement
-        cursor.execute(_NEXT_RUNS_SQL, {"session": session_id, "queued": RunStatus.QUEUED, "limit": limit})
+    with prepared_cursor() as cursor:  # after every run: one plain statement
+        cursor.execute(
+            _NEXT_RUNS_SQL, {"session": session_id, "queued": RunStatus.QUEUED, "limit": limit}, prepare=True
+        )
         run_ids = [row[0] for row in cursor.fetchall()]
     for run_id in dict.fromkeys(run_ids):
         enqueue_run(run_id)

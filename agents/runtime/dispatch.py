@@ -26,6 +26,7 @@ from django.conf import settings
 from agents.actions.runs import RUN_NOTIFY_CHANNEL
 from agents.runtime.claims import CLAIMABLE_SQL, Claim, claim_params, claim_runs_on
 from claw_platform.db import listen_connection_params
+from claw_platform.prepared import prepare_threshold
 
 logger = logging.getLogger("claw.runs.dispatch")
 
@@ -109,7 +110,7 @@ class RunDispatcher:
     async def _claim(self, run_ids: list[int], limit: int) -> list[Claim]:
         if self._claim_conn is None or self._claim_conn.closed:
             self._claim_conn = await psycopg.AsyncConnection.connect(
-                **listen_connection_params(), autocommit=True
+                **{**listen_connection_params(), "prepare_threshold": prepare_threshold()}, autocommit=True
             )
         try:
             return await claim_runs_on(self._claim_conn, run_ids, claim_params(self.owner), limit=limit)

@@ -16,13 +16,14 @@ from functools import partial
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import transaction
 from psycopg.types.json import Jsonb
 
 from agents.models import Run, RunEvent
 from agents.runtime.relay_pump import EPHEMERAL_EVENTS, RunEventRelay, relay_pump
 from claw_platform.background_loop import submit
 from claw_platform.db import db_async
+from claw_platform.prepared import prepared_cursor
 
 logger = logging.getLogger("claw.runs.events")
 
@@ -129,7 +130,7 @@ class RunEventSink:
             logger.warning("relaying the last events of run %s timed out", self.run_id)
 
     def _store(self, seq: int, event_type: str, payload: dict[str, Any]) -> None:
-        with connection.cursor() as cursor:
+        with prepared_cursor() as cursor:
             cursor.execute(
                 _STORE_EVENT_SQL,
                 {
@@ -139,6 +140,7 @@ class RunEventSink:
                     "type": event_type[:40],
                     "payload": _json_safe(payload),
                 },
+                prepare=True,
             )
 
 
@@ -147,12 +149,16 @@ def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
     ``run.cancelled`` of a run no worker holds) and relay it to live listeners once
     the transaction commits. Numbered under the run's row lock; call inside a
     transaction."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             _STORE_NEXT_EVENT_SQL,
             {"run": run.pk, "tenant": run.tenant_id, "type": event_type[:40], "payload": _json_safe(payload)},
+            prepare=True,
         )
-        seq = cursor.fetchone()[0]
+        row = cursor.fetchone()
+    if row is None:
+        raise Run.DoesNotExist(f"No run {run.pk}.")
+    seq = row[0]
     relayed = {**payload, "run_id": run.pk}
     remember = getattr(current_relay(), "remember_run", None)
     if remember is not None:

@@ -12,10 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
-
 from agents.engine.cost import ModelPrice
 from agents.models import Agent, AgentFile, ModelProfile
+from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 
 CACHE_TTL_SECONDS = 300.0
@@ -94,8 +93,8 @@ _cache: VersionedCache[int, ResolvedAgent] = VersionedCache(CACHE_TTL_SECONDS)
 
 def resolve_agent(agent_id: int) -> ResolvedAgent:
     """The agent's current configuration (from cache when still current)."""
-    with connection.cursor() as cursor:  # for every run: a plain statement
-        cursor.execute("SELECT config_version FROM agents_agent WHERE id = %s", [agent_id])
+    with prepared_cursor() as cursor:  # for every run: a plain statement
+        cursor.execute("SELECT config_version FROM agents_agent WHERE id = %s", [agent_id], prepare=True)
         row = cursor.fetchone()
     version = row[0] if row is not None else None
     if version is None:

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from psycopg.types.json import Jsonb
@@ -23,6 +23,7 @@ from agents.engine.types import ToolCallPart, ToolResultPart, part_from_dict, pa
 from agents.models import Message, MessageState, Session, Thread, ToolCallMark, UsageRecord
 from agents.runtime.partials import partial_writer
 from claw_platform.db import db_async
+from claw_platform.prepared import prepared_cursor
 
 
 @dataclass(frozen=True)
@@ -121,14 +122,15 @@ class DjangoRunStore:
 
     def _load(self, max_messages: int) -> ConversationState:
         b = self.binding
-        with connection.cursor() as cursor:
-            cursor.execute(_LOAD_STATE_SQL, {"thread": b.thread_id, "turn": b.turn_id})
+        with prepared_cursor() as cursor:
+            cursor.execute(_LOAD_STATE_SQL, {"thread": b.thread_id, "turn": b.turn_id}, prepare=True)
             row = cursor.fetchone()
             # Newest first through the partial index, then back to oldest first: the
             # cost is bounded by max_messages, not by the age of the session.
             cursor.execute(
                 _LOAD_MESSAGES_SQL,
                 {"thread": b.thread_id, "state": MessageState.ACTIVE, "limit": max_messages},
+                prepare=True,
             )
             rows = cursor.fetchall()
         summary, pending = (row[0] or "", row[1]) if row is not None else ("", None)
@@ -188,8 +190,8 @@ class DjangoRunStore:
             "write_turn": write_turn,
             "clear_marks": clear_marks,
         }
-        with connection.cursor() as cursor:
-            cursor.execute(_PERSIST_STEP_SQL, params)
+        with prepared_cursor() as cursor:
+            cursor.execute(_PERSIST_STEP_SQL, params, prepare=True)
             row = cursor.fetchone()
         if step.messages and not (row and row[0]):
             raise RuntimeError("the thread of this run no longer exists")

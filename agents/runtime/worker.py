@@ -63,6 +63,7 @@ from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, resolve_agent
 from claw_platform.db import db_async, is_database_outage
+from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
 
@@ -301,11 +302,12 @@ def _cancel_requested(ids: list[int]) -> list[int]:
 
 
 def _renew_leases(ids: list[int], owner: str) -> set[int]:
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "UPDATE agents_run SET lease_expires_at = now() + make_interval(secs => %s), heartbeat_at = now() "
             "WHERE id = ANY(%s) AND lease_owner = %s AND status = 'running' RETURNING id",
             [float(settings.CLAW_RUN_LEASE_SECONDS), ids, owner],
+            prepare=True,
         )
         return {row[0] for row in cursor.fetchall()}
 
@@ -330,9 +332,11 @@ def _load_sql() -> str:
 
 def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
     # The agent comes from resolve_agent (cached), not from this row.
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
-            _load_sql(), {"session": claim.session_id, "turn": claim.turn_id, "tenant": claim.tenant_id}
+            _load_sql(),
+            {"session": claim.session_id, "turn": claim.turn_id, "tenant": claim.tenant_id},
+            prepare=True,
         )
         row = cursor.fetchone()
     if row is None:
@@ -485,8 +489,10 @@ def _finish_sql() -> str:
 def _finish_run(
     claim: Claim, owner: str, status: str, error: str, pending: list[Any], tools: ToolExecutor | None
 ) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(_finish_sql(), {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING})
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            _finish_sql(), {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING}, prepare=True
+        )
         row = cursor.fetchone()
     if row is None:
         return False  # the lease was lost: the run is another worker's now
@@ -504,12 +510,13 @@ def _finish_run(
         "lease_expires_at": None,
         "cancel_requested": False,
     }
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
             "UPDATE agents_run SET status = %(status)s, error = %(error)s, finished_at = %(finished_at)s, "
             "lease_owner = %(lease_owner)s, lease_expires_at = %(lease_expires_at)s, "
             "cancel_requested = %(cancel_requested)s WHERE id = %(run)s",
             {**settled, "run": run.pk},
+            prepare=True,
         )
     for name, value in settled.items():
         setattr(run, name, value)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
-
+from claw_platform.prepared import prepared_cursor
 from claw_platform.tenancy.models import Membership
 
 
@@ -30,9 +29,11 @@ def active_membership(user: Any, preferred_tenant_id: int | None = None) -> Memb
 def member_role(tenant_id: int, user_id: Any) -> str | None:
     """The user's role in the tenant, None for a non-member. Asked for every message
     and every run: a plain statement, not a compiled ORM query."""
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(
-            "SELECT role FROM tenancy_membership WHERE tenant_id = %s AND user_id = %s", [tenant_id, user_id]
+            "SELECT role FROM tenancy_membership WHERE tenant_id = %s AND user_id = %s",
+            [tenant_id, user_id],
+            prepare=True,
         )
         row = cursor.fetchone()
     return str(row[0]) if row is not None else None

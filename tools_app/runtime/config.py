@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, models
+from django.db import models
 
+from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 from tools_app.guards.ssrf import EMPTY_ALLOW_LIST, AllowEntry, AllowList
 from tools_app.hooks.runner import HookSpec
@@ -74,8 +75,10 @@ _cache: VersionedCache[int, TenantExtensions] = VersionedCache(CACHE_TTL_SECONDS
 
 def extensions_version(tenant_id: int) -> int:
     """The tenant's extensions version (read for every run: a plain statement)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT version FROM tools_app_extensionsversion WHERE tenant_id = %s", [tenant_id])
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            "SELECT version FROM tools_app_extensionsversion WHERE tenant_id = %s", [tenant_id], prepare=True
+        )
         row = cursor.fetchone()
     return int(row[0]) if row is not None and row[0] is not None else 0
 
