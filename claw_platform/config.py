@@ -223,6 +223,8 @@ def q_cluster_config(broker_url: str, *, workers: int, timeout: int, retry: int)
     value = broker_url or "orm"
     if value == "orm":
         config["orm"] = "default"
+        # django-q2's database broker with its hot operations as plain statements.
+        config["broker_class"] = "claw_platform.ops.orm_broker.OrmBroker"
         return config
     scheme = urlsplit(value).scheme
     if scheme in {"redis", "rediss"}:
