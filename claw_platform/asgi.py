@@ -54,5 +54,7 @@ application = ProtocolTypeRouter(
 
 if serving:
     from claw_platform.heap import freeze_startup_heap
+    from claw_platform.immediate_writes import install_immediate_writes
 
+    install_immediate_writes()
     freeze_startup_heap()
