@@ -7,14 +7,14 @@ PostgreSQL as much as executing them; the run claim's took about 1 ms, under the
 claim lock (``bench/stream --tokens 2`` with pg_stat_statements).
 
 :func:`prepared_cursor` is a plain psycopg cursor on the same connection (so in the
-caller's transaction, with Django's loaders and its error classes): statements run
-with ``prepare=True`` are parsed once per connection. Parameters are bound by the
+caller's transaction, with Django's loaders and its error classes) that prepares
+every statement it runs: each is parsed and planned once per connection. Parameters are bound by the
 server, so each needs a type PostgreSQL can infer (``%s::uuid`` where a string is
 compared with a uuid column, say).
 
 Django turns psycopg's prepared statements off on its connections (for connection
-poolers that cannot keep them); the cursor turns them on for the statements run
-with ``prepare=True`` only. ``CLAW_DB_PREPARE=0`` leaves them off (a PgBouncer older
+poolers that cannot keep them); the cursor turns them on for its own statements
+only. ``CLAW_DB_PREPARE=0`` leaves them off (a PgBouncer older
 than 1.21 in transaction mode): the same statements then run unprepared.
 """
 
@@ -28,7 +28,8 @@ import psycopg
 from django.conf import settings
 from django.db import connection
 
-# A psycopg threshold no statement reaches on its own: only ``prepare=True`` prepares.
+# A psycopg threshold no statement reaches on its own: only ``prepare=True`` (the
+# default of :class:`PreparingCursor`) prepares.
 ONLY_WHEN_ASKED = 2**31 - 1
 
 # An expression that makes the rest of the transaction's prepared statements use
@@ -44,8 +45,18 @@ def prepare_threshold() -> int | None:
     return ONLY_WHEN_ASKED if settings.CLAW_DB_PREPARE else None
 
 
+class PreparingCursor(psycopg.Cursor[Any]):
+    """A cursor whose statements are prepared unless a call says ``prepare=False``."""
+
+    def execute(  # type: ignore[override]
+        self, query: Any, params: Any = None, *, prepare: bool | None = True, binary: bool | None = None
+    ) -> PreparingCursor:
+        super().execute(query, params, prepare=prepare, binary=binary)
+        return self
+
+
 @contextmanager
-def prepared_cursor() -> Iterator[psycopg.Cursor[Any]]:
+def prepared_cursor() -> Iterator[PreparingCursor]:
     """A server-binding cursor on Django's connection; errors come out as Django's."""
     connection.ensure_connection()
     raw = connection.connection
@@ -53,7 +64,7 @@ def prepared_cursor() -> Iterator[psycopg.Cursor[Any]]:
     raw.prepare_threshold = prepare_threshold()
     try:
         with connection.wrap_database_errors:
-            cursor = psycopg.Cursor(raw)
+            cursor = PreparingCursor(raw)
             try:
                 yield cursor
             finally:

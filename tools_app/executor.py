@@ -185,7 +185,6 @@ def load_run_tools(agent: Any, session: Any, role: str, *, extensions: Any = Non
         cursor.execute(
             "SELECT tool_name, arguments_digest FROM tools_app_toolapprovalgrant WHERE session_id = %s",
             [session.pk],
-            prepare=True,
         )
         grants = cursor.fetchall()
     allowed_entries = parse_name_list(config.allowed_tools) if config is not None else []

@@ -171,7 +171,6 @@ def do_start_turn(session: Session, text: str) -> Turn:
                 "processing": ThreadState.PROCESSING,
                 "running": TurnState.RUNNING,
             },
-            prepare=True,
         )
         row = cursor.fetchone()
     if row is None:
@@ -216,7 +215,6 @@ def do_finish_turn(turn: Turn, *, status: str, text: str = "", error: str = "") 
                 "thread_state": thread_state,
                 "session": turn.session_id,
             },
-            prepare=True,
         )
 
 
@@ -224,7 +222,7 @@ def roll_up_session_usage(session_id: Any) -> None:
     """Add the session's not-yet-counted usage records to its totals, exactly once
     (idempotent: a resumed or retried turn never counts a record twice)."""
     with prepared_cursor() as cursor:
-        cursor.execute(_ROLL_UP_USAGE_SQL, {"session": session_id}, prepare=True)
+        cursor.execute(_ROLL_UP_USAGE_SQL, {"session": session_id})
 
 
 _ROLL_UP_USAGE_CTE = """

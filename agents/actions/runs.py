@@ -187,9 +187,7 @@ def do_send_message(
     # row of the agent references it), and NO KEY: rows referencing the session
     # (messages, runs) can still be written meanwhile.
     with prepared_cursor() as cursor:  # for every message: a plain statement
-        cursor.execute(
-            _lock_session_sql(), {"session": session.pk, "tenant": session.tenant_id}, prepare=True
-        )
+        cursor.execute(_lock_session_sql(), {"session": session.pk, "tenant": session.tenant_id})
         row = cursor.fetchone()
     if row is None:
         raise Session.DoesNotExist(f"No session {session.pk}.")
@@ -228,7 +226,6 @@ def do_send_message(
         cursor.execute(
             "SELECT max(number) FROM agents_agentrevision WHERE agent_id = %s",
             [locked.agent_id],
-            prepare=True,
         )
         (revision,) = cursor.fetchone() or (None,)  # an aggregate: always one row
     run = Run._base_manager.create(
@@ -261,7 +258,6 @@ def _awaiting_approval(session_id: Any) -> bool:
         cursor.execute(
             "SELECT EXISTS (SELECT 1 FROM agents_run WHERE session_id = %s AND status = %s)",
             [session_id, RunStatus.AWAITING_APPROVAL],
-            prepare=True,
         )
         return bool((cursor.fetchone() or (False,))[0])
 
@@ -329,9 +325,7 @@ def enqueue_next_runs(session_id: Any, *, limit: int = 3) -> None:
     """After a run ends: enqueue the session's next queued run and the oldest waiting
     runs (held back by limits), so a freed slot is used at once, not at the next sweep."""
     with prepared_cursor() as cursor:  # after every run: one plain statement
-        cursor.execute(
-            _NEXT_RUNS_SQL, {"session": session_id, "queued": RunStatus.QUEUED, "limit": limit}, prepare=True
-        )
+        cursor.execute(_NEXT_RUNS_SQL, {"session": session_id, "queued": RunStatus.QUEUED, "limit": limit})
         run_ids = [row[0] for row in cursor.fetchall()]
     for run_id in dict.fromkeys(run_ids):
         enqueue_run(run_id)

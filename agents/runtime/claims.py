@@ -101,8 +101,8 @@ def claim_run(run_id: int, owner: str) -> Claim | None:
     """Take the run for ``owner`` if it is claimable now; ``None`` otherwise (another
     worker has it, its session is busy, a limit is reached, or it is finished)."""
     with transaction.atomic(), prepared_cursor() as cursor:
-        cursor.execute(_LOCK_SQL, [_CLAIM_LOCK_KEY], prepare=True)
-        cursor.execute(_CLAIM_SQL, {**claim_params(owner), "runs": [run_id], "limit": 1}, prepare=True)
+        cursor.execute(_LOCK_SQL, [_CLAIM_LOCK_KEY])
+        cursor.execute(_CLAIM_SQL, {**claim_params(owner), "runs": [run_id], "limit": 1})
         row = cursor.fetchone()
     return Claim(*row) if row is not None else None
 

@@ -140,7 +140,6 @@ class RunEventSink:
                     "type": event_type[:40],
                     "payload": _json_safe(payload),
                 },
-                prepare=True,
             )
 
 
@@ -153,7 +152,6 @@ def store_run_event(run: Run, event_type: str, payload: dict[str, Any]) -> int:
         cursor.execute(
             _STORE_NEXT_EVENT_SQL,
             {"run": run.pk, "tenant": run.tenant_id, "type": event_type[:40], "payload": _json_safe(payload)},
-            prepare=True,
         )
         row = cursor.fetchone()
     if row is None:

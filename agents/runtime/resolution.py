@@ -94,7 +94,7 @@ _cache: VersionedCache[int, ResolvedAgent] = VersionedCache(CACHE_TTL_SECONDS)
 def resolve_agent(agent_id: int) -> ResolvedAgent:
     """The agent's current configuration (from cache when still current)."""
     with prepared_cursor() as cursor:  # for every run: a plain statement
-        cursor.execute("SELECT config_version FROM agents_agent WHERE id = %s", [agent_id], prepare=True)
+        cursor.execute("SELECT config_version FROM agents_agent WHERE id = %s", [agent_id])
         row = cursor.fetchone()
     version = row[0] if row is not None else None
     if version is None:

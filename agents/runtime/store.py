@@ -123,14 +123,13 @@ class DjangoRunStore:
     def _load(self, max_messages: int) -> ConversationState:
         b = self.binding
         with prepared_cursor() as cursor:
-            cursor.execute(_LOAD_STATE_SQL, {"thread": b.thread_id, "turn": b.turn_id}, prepare=True)
+            cursor.execute(_LOAD_STATE_SQL, {"thread": b.thread_id, "turn": b.turn_id})
             row = cursor.fetchone()
             # Newest first through the partial index, then back to oldest first: the
             # cost is bounded by max_messages, not by the age of the session.
             cursor.execute(
                 _LOAD_MESSAGES_SQL,
                 {"thread": b.thread_id, "state": MessageState.ACTIVE, "limit": max_messages},
-                prepare=True,
             )
             rows = cursor.fetchall()
         summary, pending = (row[0] or "", row[1]) if row is not None else ("", None)
@@ -191,7 +190,7 @@ class DjangoRunStore:
             "clear_marks": clear_marks,
         }
         with prepared_cursor() as cursor:
-            cursor.execute(_PERSIST_STEP_SQL, params, prepare=True)
+            cursor.execute(_PERSIST_STEP_SQL, params)
             row = cursor.fetchone()
         if step.messages and not (row and row[0]):
             raise RuntimeError("the thread of this run no longer exists")

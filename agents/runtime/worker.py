@@ -307,7 +307,6 @@ def _renew_leases(ids: list[int], owner: str) -> set[int]:
             "UPDATE agents_run SET lease_expires_at = now() + make_interval(secs => %s), heartbeat_at = now() "
             "WHERE id = ANY(%s) AND lease_owner = %s AND status = 'running' RETURNING id",
             [float(settings.CLAW_RUN_LEASE_SECONDS), ids, owner],
-            prepare=True,
         )
         return {row[0] for row in cursor.fetchall()}
 
@@ -336,7 +335,6 @@ def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
         cursor.execute(
             _load_sql(),
             {"session": claim.session_id, "turn": claim.turn_id, "tenant": claim.tenant_id},
-            prepare=True,
         )
         row = cursor.fetchone()
     if row is None:
@@ -490,9 +488,7 @@ def _finish_run(
     claim: Claim, owner: str, status: str, error: str, pending: list[Any], tools: ToolExecutor | None
 ) -> bool:
     with prepared_cursor() as cursor:
-        cursor.execute(
-            _finish_sql(), {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING}, prepare=True
-        )
+        cursor.execute(_finish_sql(), {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING})
         row = cursor.fetchone()
     if row is None:
         return False  # the lease was lost: the run is another worker's now
@@ -516,7 +512,6 @@ def _finish_run(
             "lease_owner = %(lease_owner)s, lease_expires_at = %(lease_expires_at)s, "
             "cancel_requested = %(cancel_requested)s WHERE id = %(run)s",
             {**settled, "run": run.pk},
-            prepare=True,
         )
     for name, value in settled.items():
         setattr(run, name, value)

@@ -90,7 +90,7 @@ class OrmBroker(ORM):  # type: ignore[misc]
         for attempt in (1, 2):
             try:
                 with prepared_cursor() as cursor:
-                    cursor.execute(statement, params, prepare=True)
+                    cursor.execute(statement, params)
                     return cursor.fetchall() if cursor.description else []
             except DatabaseError:
                 if attempt == 2 or not (outside and repeatable) or conn.is_usable():

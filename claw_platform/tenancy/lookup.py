@@ -33,7 +33,6 @@ def member_role(tenant_id: int, user_id: Any) -> str | None:
         cursor.execute(
             "SELECT role FROM tenancy_membership WHERE tenant_id = %s AND user_id = %s",
             [tenant_id, user_id],
-            prepare=True,
         )
         row = cursor.fetchone()
     return str(row[0]) if row is not None else None

@@ -32,14 +32,14 @@ def test_a_statement_is_prepared_once_per_connection_and_answers_each_time() -> 
     Tenant.objects.create(name="Acme", slug="acme")
     for slug, expected in (("acme", 1), ("nobody", 0), ("acme", 1)):
         with prepared_cursor() as cursor:
-            cursor.execute(PROBE, [slug], prepare=True)
+            cursor.execute(PROBE, [slug])
             assert cursor.fetchone() == (expected,)
     assert len(probe_rows()) == 1
 
 
 def test_django_s_own_statements_stay_unprepared() -> None:
     with prepared_cursor() as cursor:
-        cursor.execute(PROBE, ["x"], prepare=True)
+        cursor.execute(PROBE, ["x"])
     before = prepared_statements()
     for _ in range(10):  # psycopg's default threshold is 5
         list(Tenant.objects.filter(slug="same"))
@@ -50,7 +50,7 @@ def test_django_s_own_statements_stay_unprepared() -> None:
 def test_turned_off_the_statement_runs_unprepared() -> None:
     for _ in range(3):
         with prepared_cursor() as cursor:
-            cursor.execute(PROBE, ["x"], prepare=True)
+            cursor.execute(PROBE, ["x"])
             assert cursor.fetchone() == (0,)
     assert probe_rows() == []
 
@@ -60,20 +60,20 @@ def test_errors_are_django_s_and_the_statement_is_in_the_caller_s_transaction() 
     try:
         with transaction.atomic():
             with prepared_cursor() as cursor:
-                cursor.execute(insert, ["Kept back", "kept-back"], prepare=True)
+                cursor.execute(insert, ["Kept back", "kept-back"])
             raise RuntimeError("the caller's transaction fails")
     except RuntimeError:
         pass
     assert not Tenant.objects.filter(slug="kept-back").exists()
     Tenant.objects.create(name="Taken", slug="taken")
     with pytest.raises(IntegrityError), prepared_cursor() as cursor:
-        cursor.execute(insert, ["Taken again", "taken"], prepare=True)
+        cursor.execute(insert, ["Taken again", "taken"])
 
 
 def test_the_run_claim_is_planned_once_not_per_claim() -> None:
     for _ in range(8):
         with transaction.atomic(), prepared_cursor() as cursor:
-            cursor.execute(_LOCK_SQL, [1], prepare=True)
-            cursor.execute(_CLAIM_SQL, {**claim_params("test"), "runs": [1, 2], "limit": 1}, prepare=True)
+            cursor.execute(_LOCK_SQL, [1])
+            cursor.execute(_CLAIM_SQL, {**claim_params("test"), "runs": [1, 2], "limit": 1})
     [claim] = [row for row in prepared_statements() if row[0].startswith("WITH cand AS")]
     assert claim[1:] == (8, 0)  # eight executions of its generic plan, no per-call plan

@@ -76,9 +76,7 @@ _cache: VersionedCache[int, TenantExtensions] = VersionedCache(CACHE_TTL_SECONDS
 def extensions_version(tenant_id: int) -> int:
     """The tenant's extensions version (read for every run: a plain statement)."""
     with prepared_cursor() as cursor:
-        cursor.execute(
-            "SELECT version FROM tools_app_extensionsversion WHERE tenant_id = %s", [tenant_id], prepare=True
-        )
+        cursor.execute("SELECT version FROM tools_app_extensionsversion WHERE tenant_id = %s", [tenant_id])
         row = cursor.fetchone()
     return int(row[0]) if row is not None and row[0] is not None else 0
 
