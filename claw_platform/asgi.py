@@ -37,24 +37,26 @@ if env_bool("CLAW_SERVE_STATIC", False):
     django_application = ASGIStaticFilesHandler(django_application)
 
 # Imported after Django is set up: the consumers import models.
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import URLRouter  # noqa: E402
 
 from channels_app.origin import OriginOrKeyClientValidator  # noqa: E402
 from channels_app.routing import websocket_urlpatterns  # noqa: E402
+from channels_app.socket_session import socket_auth_stack  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_application,
         # The login session authenticates a browser's socket, whose Origin must name an
         # allowed host; an API client (no Origin) sends an API key in its first frame.
-        "websocket": OriginOrKeyClientValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginOrKeyClientValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
     }
 )
 
 if serving:
     from claw_platform.heap import freeze_startup_heap
     from claw_platform.immediate_writes import install_immediate_writes
+    from claw_platform.lazy_log_args import install_lazy_autobahn_log_args
 
     install_immediate_writes()
+    install_lazy_autobahn_log_args()
     freeze_startup_heap()

@@ -84,14 +84,17 @@ def test_a_closing_connection_keeps_twisted_s_path(pair: tuple) -> None:
     assert connection._tempDataBuffer == [b"late"]
 
 
-def test_the_web_entry_point_installs_it_and_freezes_its_heap() -> None:
+def test_the_web_entry_point_installs_it_lazy_log_arguments_and_freezes_its_heap() -> None:
     code = (
         "import gc, claw_platform.asgi\n"
+        "from autobahn import util\n"
+        "from autobahn.websocket import protocol\n"
         "from twisted.internet import tcp\n"
         "from claw_platform.immediate_writes import _write_now\n"
-        "print(tcp.Connection.write is _write_now, gc.get_freeze_count() > 1000)"
+        "print(tcp.Connection.write is _write_now, protocol.hltype is not util.hltype,"
+        " gc.get_freeze_count() > 1000)"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "claw_platform.settings"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.split() == ["True", "True"]
+    assert out.stdout.split() == ["True", "True", "True"]
     assert _buffered_write is not _write_now  # Twisted's own write, kept for the slow path
