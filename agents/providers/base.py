@@ -33,6 +33,7 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 from agents.engine.types import LLMRequest, LLMResponse, ProviderError, ProviderEvent
 from agents.providers.accumulate import StreamAccumulator
 from agents.providers.read_deadline import ReadDeadline
+from agents.providers.sse_source import sse_events as sse_events_of
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ except ImportError:  # pragma: no cover - the dependency is declared; stay usabl
     httpx_aiohttp = None  # type: ignore[assignment]
 
 DEFAULT_TRANSPORT: Transport = "aiohttp" if httpx_aiohttp is not None else "httpx"
+_AIOHTTP_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError,) if aiohttp is not None else ()
+_DRAIN_ERRORS: tuple[type[Exception], ...] = (TimeoutError, httpx.HTTPError, SSEError, *_AIOHTTP_ERRORS)
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -213,7 +216,7 @@ async def _drain(events: AsyncIterator[ServerSentEvent]) -> None:
         async with asyncio.timeout(DRAIN_TIMEOUT):
             async for _ in events:
                 pass
-    except (TimeoutError, httpx.HTTPError, SSEError):
+    except _DRAIN_ERRORS:
         pass
 
 
@@ -407,7 +410,7 @@ class HttpProvider(abc.ABC):
                 if source.response.status_code >= 400:
                     await source.response.aread()
                     raise self._http_error(source.response)
-                sse_events = deadline.watch(source.aiter_sse())
+                sse_events = deadline.watch(sse_events_of(source))
                 async for event in self._events_from_sse(sse_events):
                     yield event
                 await _drain(sse_events)
@@ -417,6 +420,9 @@ class HttpProvider(abc.ABC):
             raise self._transport_error(exc) from exc
         except SSEError as exc:
             raise self._error("stream", f"the provider did not send an event stream: {exc}") from exc
+        except _AIOHTTP_ERRORS as exc:
+            # Read straight from aiohttp (sse_source): its errors come unwrapped.
+            raise self._aiohttp_error(exc) from exc
 
     def _redact(self, text: str) -> str:
         if self._api_key and len(self._api_key) >= 4:
