@@ -15,6 +15,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
+import orjson
 from channels.layers import get_channel_layer
 
 from agents.runtime.relay_pump import EPHEMERAL_EVENTS, MAX_MERGED_CHARS
@@ -64,8 +65,12 @@ class ChannelLayerRelay:
         self._sessions: OrderedDict[Any, Any] = OrderedDict()
 
     def remember_run(self, run_id: int, session_id: Any, tenant_id: int) -> None:
-        """The run's session and tenant, from a caller that has them at hand."""
-        self._sessions[run_id] = (session_id, tenant_id)
+        """The run's session and tenant, from a caller that has them at hand (kept as
+        the names of their groups: made once per run, not once per token)."""
+        self._sessions[run_id] = (
+            session_group(session_id),
+            tenant_group(tenant_id) if tenant_id is not None else None,
+        )
         while len(self._sessions) > self.MAX_KNOWN_RUNS:
             try:  # web processes call this from their database threads as well
                 self._sessions.popitem(last=False)
@@ -87,11 +92,10 @@ class ChannelLayerRelay:
                 self.remember_run(run_id, session_id, tenant_id)
         messages: list[tuple[str, dict[str, Any]]] = []
         for run_id, seq, event_type, payload in events:
-            known = self._sessions.get(run_id)
-            if known is None:
+            groups = self._sessions.get(run_id)
+            if groups is None:
                 continue  # the run is gone
-            session_id, tenant_id = known
-            messages += _messages(session_id, run_id, seq, event_type, payload, tenant_id)
+            messages += _messages(groups, run_id, seq, event_type, payload)
         try:
             await group_send_many(layer, messages)
         except Exception:
@@ -101,25 +105,27 @@ class ChannelLayerRelay:
 
 
 def _messages(
-    session_id: Any, run_id: Any, seq: int, event_type: str, payload: dict[str, Any], tenant_id: Any
+    groups: tuple[str, str | None], run_id: Any, seq: int, event_type: str, payload: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any]]]:
     """The layer messages of one event: to the session's group, and a stored event
-    also to the tenant's. A text delta travels as its frame's JSON text (``text``),
-    encoded once here rather than decoded and encoded again for every socket it
+    also to the tenant's (``groups``). A text delta travels as its frame's JSON text
+    (``text``), encoded once here (with orjson: a tenth of the stdlib's time on the
+    worker's hottest path) rather than decoded and encoded again for every socket it
     reaches; other events as the frame itself (``event``)."""
+    session, tenant = groups
     frame = event_frame(run_id, seq, event_type, slim(payload))
     if event_type in EPHEMERAL_EVENTS:
-        return [(session_group(session_id), {"type": RUN_EVENT_MESSAGE, "text": json.dumps(frame)})]
+        return [(session, {"type": RUN_EVENT_MESSAGE, "text": orjson.dumps(frame).decode()})]
     message = {"type": RUN_EVENT_MESSAGE, "event": frame}
-    if tenant_id is None:
-        return [(session_group(session_id), message)]
-    return [(session_group(session_id), message), (tenant_group(tenant_id), message)]
+    if tenant is None:
+        return [(session, message)]
+    return [(session, message), (tenant, message)]
 
 
 def relayed_frame(message: dict[str, Any]) -> dict[str, Any] | None:
     """The frame a ``run.event`` layer message carries (``_messages``), as a dict."""
     text = message.get("text")
-    frame = json.loads(text) if isinstance(text, str) else message.get("event")
+    frame = orjson.loads(text) if isinstance(text, str) else message.get("event")
     return frame if isinstance(frame, dict) else None
 
 

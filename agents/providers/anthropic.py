@@ -13,6 +13,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
+import orjson
 from httpx_sse import ServerSentEvent
 
 from agents.engine.types import (
@@ -119,7 +120,7 @@ class AnthropicProvider(HttpProvider):
             if not sse.data:
                 continue
             try:
-                data = json.loads(sse.data)
+                data = orjson.loads(sse.data)
             except ValueError:
                 raise ProviderError(
                     "stream", f"malformed JSON in the event stream: {short_text(sse.data, 200)}"

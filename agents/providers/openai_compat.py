@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import orjson
 from httpx_sse import ServerSentEvent
 
 from agents.engine.types import (
@@ -127,7 +128,7 @@ class OpenAICompatProvider(HttpProvider):
                     yield event
                 return
             try:
-                chunk = json.loads(data)
+                chunk = orjson.loads(data)
             except ValueError:
                 raise ProviderError(
                     "stream", f"malformed JSON in the event stream: {short_text(data, 200)}"

@@ -56,7 +56,7 @@ from claw_platform.heap import freeze_startup_heap  # noqa: E402
 
 MB = 1024 * 1024
 TOKEN = re.compile(r"<(\d{16})>")
-CHUNK_FRAME = '{"type": "chunk"'
+CHUNK_FRAME = '{"type":"chunk"'  # the worker's compact JSON (channels_app.relay)
 
 
 def free_port() -> int:
