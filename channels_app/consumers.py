@@ -273,7 +273,7 @@ class SessionConsumer(LiveJsonConsumer):
         delta arrives as the frame's JSON text, other events as the frame."""
         text = message.get("text")
         if text is not None:
-            await self.send(text_data=text)
+            await self.send_text(text)
         else:
             await self.send_json(message["event"])
 

@@ -65,7 +65,18 @@ class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
                 release(self.channel_name)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        handler = getattr(self, get_handler_name(message), None)
+        # A socket relays thousands of messages of a few types: each type's handler
+        # is looked up once.
+        handlers = self.__dict__.setdefault("_handlers", {})
+        handler = handlers.get(message.get("type"))
         if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
+            handler = getattr(self, get_handler_name(message), None)
+            if handler is None:
+                raise ValueError(f"No handler for message type {message['type']}")
+            handlers[message["type"]] = handler
         await handler(message)
+
+    async def send_text(self, text: str) -> None:
+        """One text frame, straight to the server (``send(text_data=...)`` without
+        its two layers of indirection, for the relayed frames of every live stream)."""
+        await self.base_send({"type": "websocket.send", "text": text})

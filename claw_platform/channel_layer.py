@@ -49,6 +49,7 @@ NOTIFY_CHANNEL = "channels_postgres_messages"
 # that arrives both by NOTIFY and by the catch-up read after a (re)connect.
 SEEN_IDS = 50_000
 RECONNECT_DELAYS = (0.2, 0.5, 1.0, 2.0, 5.0)
+VALID_GROUPS = 10_000  # group names remembered as checked
 
 # Group messages in one statement (one commit, so one turn at PostgreSQL's NOTIFY
 # commit lock, whatever their number): the rows come out in the order the messages
@@ -123,6 +124,7 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._last_cleanup = 0.0
         self._sends = LoopLocal(lambda: _SendBatch(self))
+        self._valid_groups: set[str] = set()
         # A registered channel's loop and queue: its later receives skip the checks.
         self._ready_queues: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[str]]] = {}
 
@@ -264,7 +266,12 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
         (a burst of 200 streams' tokens is one commit, not 200). Returns once all of
         them are committed."""
         for group, _message in messages:
-            assert self.require_valid_group_name(group), "Group name not valid"
+            if group not in self._valid_groups:
+                # A stream sends to the same group hundreds of times: checked once.
+                assert self.require_valid_group_name(group), "Group name not valid"
+                if len(self._valid_groups) >= VALID_GROUPS:
+                    self._valid_groups.clear()
+                self._valid_groups.add(group)
         if not messages:
             return
         await self._sends.get().send(

@@ -148,3 +148,11 @@ async def test_the_listener_reconnects_after_its_connection_is_killed() -> None:
 
 def test_the_default_layer_is_the_fixed_one() -> None:
     assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "claw_platform.channel_layer.PostgresChannelLayer"
+
+
+async def test_a_bad_group_name_is_refused_every_time() -> None:
+    layer = new_layer()
+    await layer.group_send("session_ok", {"type": "run.event"})  # checked once, then remembered
+    for _ in range(2):
+        with pytest.raises(TypeError):
+            await layer.group_send("not a valid name!", {"type": "run.event"})
