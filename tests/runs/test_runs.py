@@ -380,3 +380,20 @@ def test_a_burst_of_runs_is_set_up_a_few_at_a_time_and_every_run_completes(live_
     futures = [supervisor().submit(claim_run(run.pk, supervisor().owner)) for run in runs]
     assert [f.result(timeout=30) for f in futures] == ["completed"] * 5
     assert test_tools.setups["most"] == 2
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_runs_are_driven_on_the_configured_event_loop(live_agent, fake_llm, settings, loop):
+    import uvloop
+
+    settings.CLAW_RUN_LOOP = loop
+    shutdown_supervisor()  # the next supervisor takes the setting
+    try:
+        assert isinstance(supervisor().loop, uvloop.Loop) is (loop == "uvloop")
+        fake_llm.script(FakeTurn(text="On this loop."))
+        run = send(new_session(live_agent), "hello", live_agent.member)
+        future = supervisor().submit(claim_run(run.pk, supervisor().owner))
+        assert future.result(timeout=30) == "completed"
+        assert events_after(fresh(run), 0)[-1].payload["text"] == "On this loop."
+    finally:
+        shutdown_supervisor()
