@@ -27,6 +27,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--interval", type=float, default=0.025, help="seconds between tokens")
+    parser.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop")
     args = parser.parse_args()
 
     async def completions(request: web.Request) -> web.StreamResponse:
@@ -58,6 +59,10 @@ def main() -> None:
     # 60 ms, which reached the product as a burst of 200 tokens at once.
     gc.collect()
     gc.freeze()
+    if args.loop == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None)
 
 
