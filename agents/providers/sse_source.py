@@ -3,10 +3,11 @@
 httpx-sse reads a response through httpx: over the aiohttp transport each chunk passes
 seven async generators (aiohttp's chunk iterator, httpx-aiohttp's stream, httpx's
 raw, byte and text iterators, httpx-sse's line and event iterators) before it becomes
-an event; in ``bench/stream`` that was a third of the worker's CPU per relayed token.
-Over aiohttp (and for a body that is not compressed), :func:`sse_events` reads the aiohttp response's body as it arrives and
-decodes it with httpx-sse's own line and event decoders in one generator: the same
-events, one layer. The httpx transport keeps httpx-sse's path.
+an event. Over aiohttp, and for a body that is not compressed, :func:`sse_events`
+reads the aiohttp response's body as it arrives and decodes it with httpx-sse's own
+line and event decoders in one generator: the same events, one layer. 100 streams
+parsed in one process went from 38 to 33 us of CPU per event; the httpx transport
+keeps httpx-sse's path.
 
 A failure while reading surfaces as aiohttp's error (the caller maps it, as it maps
 the ones httpx-aiohttp wraps); an error before the body (status, content type) is
