@@ -37,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from claw_platform.cli.up import web_server_command  # noqa: E402
 
 
 def free_port() -> int:
@@ -240,16 +241,7 @@ def main() -> int:
         log = (work / "servers.log").open("ab")
         procs.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "claw_platform.asgi:application",
-                ],
+                web_server_command("127.0.0.1", port),
                 cwd=ROOT,
                 env=env,
                 stdout=log,

@@ -58,6 +58,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from claw_platform.cli.up import web_server_command  # noqa: E402
 from claw_platform.heap import freeze_startup_heap  # noqa: E402
 
 MB = 1024 * 1024
@@ -453,16 +454,7 @@ def main() -> int:
                 logs / "tokens.log",
             ),
             start(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(web_port),
-                    "claw_platform.asgi:application",
-                ],
+                web_server_command("127.0.0.1", web_port),
                 env,
                 logs / "web.log",
             ),

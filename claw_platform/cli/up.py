@@ -130,6 +130,12 @@ def _prepare(stop: _StopRequested) -> dict[str, Any] | None:
     return report
 
 
+def web_server_command(host: str, port: int) -> list[str]:
+    """The web process: Daphne serving the ASGI application (HTTP and WebSockets).
+    `claw up`, the benchmarks and the browser tests all start it with this."""
+    return [sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "claw_platform.asgi:application"]
+
+
 def _children(host: str, port: int) -> list[ChildSpec]:
     env = dict(os.environ)
     # Daphne serves no files; in `claw up` Django serves the static files itself
@@ -137,11 +143,7 @@ def _children(host: str, port: int) -> list[ChildSpec]:
     env.setdefault("CLAW_SERVE_STATIC", "1")
     python = sys.executable
     return [
-        ChildSpec(
-            "daphne",
-            [python, "-m", "daphne", "-b", host, "-p", str(port), "claw_platform.asgi:application"],
-            env,
-        ),
+        ChildSpec("daphne", web_server_command(host, port), env),
         # `python -m django` is manage.py without needing the source tree; DATABASE_URL
         # is inherited, so the child never starts a database of its own.
         ChildSpec("worker", [python, "-m", "django", "claw_worker"], env),

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from django.test import Client
 
+from claw_platform.cli.up import web_server_command
 from tests.platform.test_cli_chat import database_url_for_tests
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,16 +99,7 @@ def stack(
         "LOG_LEVEL": "INFO",
     }
     web = start(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "claw_platform.asgi:application",
-        ],
+        web_server_command("127.0.0.1", port),
         env,
         logs / "web.log",
     )
