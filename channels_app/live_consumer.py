@@ -18,7 +18,7 @@ When the socket ends, a layer that keeps per-channel state
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,6 +26,8 @@ from channels.consumer import get_handler_name
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
+
+logger = logging.getLogger(__name__)
 
 
 class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
@@ -48,21 +50,28 @@ class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
                     await self.dispatch(message)
 
         tasks = [asyncio.ensure_future(pump(source)) for source in sources]
+        errors: list[BaseException] = []
         try:
-            done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # StopConsumer, or the handler's error
-        except StopConsumer:
-            pass
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in tasks:
                 task.cancel()
             for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, StopConsumer, Exception):
+                try:
                     await task
+                except (asyncio.CancelledError, StopConsumer):
+                    pass
+                except Exception as exc:  # the handler's error
+                    errors.append(exc)
             release = getattr(self.channel_layer, "release_channel", None)
             if release is not None:
                 release(self.channel_name)
+        # Both sources can fail in the same turn of the loop: the first error ends the
+        # consumer as before, and the other is logged rather than lost.
+        for extra in errors[1:]:
+            logger.error("another handler of the socket failed too", exc_info=extra)
+        if errors:
+            raise errors[0]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # A socket relays thousands of messages of a few types: each type's handler
