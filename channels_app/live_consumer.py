@@ -34,6 +34,9 @@ class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
         self.base_send = send
+        # A socket relays thousands of messages of a few types: each type's handler
+        # is looked up once (``dispatch``).
+        self._handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {}
         self.channel_layer = get_channel_layer(self.channel_layer_alias)
         sources: list[Callable[[], Awaitable[dict[str, Any]]]] = [receive]
         if self.channel_layer is not None:
@@ -50,7 +53,7 @@ class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
                     await self.dispatch(message)
 
         tasks = [asyncio.ensure_future(pump(source)) for source in sources]
-        errors: list[BaseException] = []
+        errors: list[Exception] = []
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -74,15 +77,12 @@ class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
             raise errors[0]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # A socket relays thousands of messages of a few types: each type's handler
-        # is looked up once.
-        handlers = self.__dict__.setdefault("_handlers", {})
-        handler = handlers.get(message.get("type"))
+        handler = self._handlers.get(message.get("type", ""))
         if handler is None:
             handler = getattr(self, get_handler_name(message), None)
             if handler is None:
                 raise ValueError(f"No handler for message type {message['type']}")
-            handlers[message["type"]] = handler
+            self._handlers[message["type"]] = handler
         await handler(message)
 
     async def send_text(self, text: str) -> None:

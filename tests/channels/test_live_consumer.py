@@ -22,7 +22,8 @@ class FailingConsumer(LiveJsonConsumer):
 
 
 class OneMessageLayer:
-    released: list[str] = []
+    def __init__(self) -> None:
+        self.released: list[str] = []
 
     async def new_channel(self) -> str:
         return "specific.test!one"
