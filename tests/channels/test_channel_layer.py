@@ -156,3 +156,33 @@ async def test_a_bad_group_name_is_refused_every_time() -> None:
     for _ in range(2):
         with pytest.raises(TypeError):
             await layer.group_send("not a valid name!", {"type": "run.event"})
+
+
+async def test_a_statement_of_messages_is_notified_in_few_notifications(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # One notification per message cost a PL/pgSQL call, a queued notification and a
+    # parse per relayed token; a statement's messages now share them.
+    layer = new_layer()
+    channel = await layer.new_channel()
+    await layer.group_add("session_few", channel)
+    assert await drain(layer, channel, wait=0.01) == []  # listening
+    payloads: list[str] = []
+    deliver_all = layer._deliver_all
+
+    def counting(payload: str) -> None:
+        payloads.append(payload)
+        deliver_all(payload)
+
+    monkeypatch.setattr(layer, "_deliver_all", counting)
+    small = [("session_few", {"type": "run.event", "n": n}) for n in range(200)]
+    # A message whose base64 PostgreSQL breaks into lines, and one too big to carry.
+    wrapped = ("session_few", {"type": "run.event", "n": 200, "text": "w" * 300})
+    big = ("session_few", {"type": "run.event", "n": 201, "text": "b" * 9000})
+    await layer.group_send_many([*small, wrapped, big])
+    got = await drain(layer, channel)
+    assert [m["n"] for m in got] == list(range(202))
+    assert got[200]["text"] == "w" * 300
+    assert got[201]["text"] == "b" * 9000
+    assert 2 <= len(payloads) <= 10
+    assert all(len(p.encode()) <= 8000 for p in payloads)
