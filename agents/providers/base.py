@@ -20,9 +20,11 @@ from __future__ import annotations
 import abc
 import asyncio
 import email.utils
+import functools
 import json
 import logging
 import random
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, ClassVar, Literal, TypeVar
@@ -64,6 +66,16 @@ Sleep = Callable[[float], Awaitable[None]]
 # run many agent runs at once, each holding a stream open for tens of seconds).
 DEFAULT_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=500, keepalive_expiry=30.0)
 DEFAULT_CONNECT_TIMEOUT = 10.0
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The certificate store every provider client verifies against, loaded once per
+    process (httpx's default: certifi, or SSL_CERT_FILE / SSL_CERT_DIR). Each new
+    client loaded it anew, ~50 ms of the run loop (every stream on it stalled) for a
+    provider's first run on a loop."""
+    return httpx.create_ssl_context()
+
 
 # Backoff: full jitter, sleep = uniform(0, min(MAX_DELAY, BASE_DELAY * 2**attempt)).
 BASE_DELAY = 1.0
@@ -376,7 +388,7 @@ class HttpProvider(abc.ABC):
             factory: type[httpx.AsyncClient] = (
                 httpx_aiohttp.HttpxAiohttpClient if self.transport == "aiohttp" else httpx.AsyncClient
             )
-            self._client = factory(timeout=self._timeout, limits=self._limits)
+            self._client = factory(timeout=self._timeout, limits=self._limits, verify=tls_context())
             self._client_loop = loop
         return self._client
 
