@@ -233,6 +233,7 @@ async def client(
     worker_pid: int,
     pids: dict[str, int],
     limit: float,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     import aiohttp
 
@@ -290,6 +291,8 @@ async def client(
             if key not in steady:
                 steady[key] = (time.monotonic(), cpu_seconds(pids), sum(len(r.latencies_ms) for r in results))
                 steady[f"{key}_wall"] = time.time()
+                if key == "start" and profile is not None:
+                    start_profiles(profile, "steady", {"daphne": pids["daphne"], "worker": worker_pid})
 
         async def consume(ws: Any, result: StreamResult, sent: float) -> None:
             first = True
@@ -329,6 +332,8 @@ async def client(
 
         watcher = asyncio.ensure_future(watch_worker())
         cpu_before, commits_before, started = cpu_seconds(pids), commits(), time.monotonic()
+        if profile is not None:
+            start_profiles(profile, "burst", {"daphne": pids["daphne"], "worker": worker_pid}, seconds=2)
         await asyncio.gather(
             *(ws.send_str(json.dumps({"type": "message", "text": "go"})) for ws in stream_sockets)
         )
@@ -357,6 +362,33 @@ async def client(
         "worker_idle_rss": worker_idle_rss,
         "worker_peak_rss": peak_worker_rss,
     }
+
+
+def start_profiles(directory: Path, phase: str, pids: dict[str, int], seconds: int = 5) -> None:
+    """``--profile``: sample each process with py-spy (folded stacks, a file per phase
+    and process: ``burst-daphne.folded``...; py-spy is not a dependency)."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, pid in pids.items():
+        subprocess.Popen(
+            [
+                spy,
+                "record",
+                "-p",
+                str(pid),
+                "-d",
+                str(seconds),
+                "-r",
+                "200",
+                "-f",
+                "raw",
+                "--nonblocking",
+                "-o",
+                str(directory / f"{phase}-{name}.folded"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
 
 def queue_waits(session_ids: list[str]) -> list[float]:
@@ -401,12 +433,20 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=180)
     parser.add_argument("--timeline", action="store_true", help="print relay latency second by second")
     parser.add_argument(
+        "--profile",
+        type=Path,
+        help="write py-spy folded stacks of Daphne and the worker to this directory: the burst of runs "
+        "starting (2 s from sending the messages) and the steady state (its first 5 s)",
+    )
+    parser.add_argument(
         "--harness-loop",
         choices=["uvloop", "asyncio"],
         default="uvloop",
         help="the event loop of this benchmark's own client and token server",
     )
     args = parser.parse_args()
+    if args.profile and not (shutil.which("py-spy") or Path(sys.executable).with_name("py-spy").exists()):
+        parser.error("--profile needs py-spy (pip install py-spy)")
 
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # this script's few queries block on purpose
     tmp = Path(tempfile.mkdtemp(prefix="claw-bench-stream-"))
@@ -482,7 +522,7 @@ def main() -> int:
 
             asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
         out = asyncio.run(
-            client(url, cookie, stream_ids, idle_ids, args.idle, worker.pid, pids, args.timeout)
+            client(url, cookie, stream_ids, idle_ids, args.idle, worker.pid, pids, args.timeout, args.profile)
         )
         web_rss = tree_rss(web.pid)
         waits = queue_waits(stream_ids)
