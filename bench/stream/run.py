@@ -13,7 +13,9 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
 2. every token that reaches a client is timed from the moment the LLM server wrote
    it: the **token relay latency** (target p50 < 5 ms, p99 < 50 ms at 200 streams);
 3. **queue wait**: from the run's creation to a worker starting it, read from the
-   database (target p50 < 20 ms, p95 < 250 ms with 200 concurrent runs);
+   database (target p50 < 20 ms, p95 < 250 ms with 200 concurrent runs); and the
+   rest of the time to the first text: from sending the message to the run's
+   creation (the web process's transaction), from the run's start to its first text;
 4. **sockets held** by the one Daphne process (target >= 1,000 idle + 200 streaming):
    how many opened, how many were still open at the end, Daphne's RSS;
 5. **memory per active run**: the worker's RSS while the runs stream, minus idle,
@@ -24,6 +26,9 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
    then. Everything shares the machine's cores, the benchmark's own client and token
    server included, so a process that gets cheaper leaves more for the others. ``--timeline`` prints the
    relay latency second by second (start, steady state and end apart).
+
+``--profile DIR`` writes py-spy folded stacks of Daphne and the worker, for the burst
+of run starts and for the steady state (py-spy is not a dependency: pip install it).
 
 ``--layer redis`` / ``--broker redis`` use the machine's Redis at 127.0.0.1:6379
 (channels_redis and django-q2's Redis broker) for comparison.
@@ -219,6 +224,7 @@ class StreamResult:
     latencies_ms: list[float] = field(default_factory=list)
     received_at: list[float] = field(default_factory=list)  # wall clock, one per latency
     first_chunk_ms: float | None = None  # from sending the message to its first text
+    first_chunk_wall: float | None = None  # when it arrived (wall clock)
     completed: bool = False
     failed: str = ""
     frames: int = 0
@@ -314,6 +320,7 @@ async def client(
                     if first:
                         first = False
                         result.first_chunk_ms = (time.monotonic() - sent) * 1000
+                        result.first_chunk_wall = now_us / 1e6
                         steady["waiting"] -= 1
                         if steady["waiting"] == 0:
                             mark_steady("start")
@@ -332,6 +339,7 @@ async def client(
 
         watcher = asyncio.ensure_future(watch_worker())
         cpu_before, commits_before, started = cpu_seconds(pids), commits(), time.monotonic()
+        sent_wall = time.time()
         if profile is not None:
             start_profiles(profile, "burst", {"daphne": pids["daphne"], "worker": worker_pid}, seconds=2)
         await asyncio.gather(
@@ -352,6 +360,7 @@ async def client(
             await ws.close()
     return {
         "results": results,
+        "sent_wall": sent_wall,
         "idle_opened": len(idle_sockets),
         "idle_failed": idle_failures,
         "idle_still_open": still_open,
@@ -391,11 +400,16 @@ def start_profiles(directory: Path, phase: str, pids: dict[str, int], seconds: i
         )
 
 
-def queue_waits(session_ids: list[str]) -> list[float]:
+def run_times(session_ids: list[str]) -> dict[str, tuple[float | None, float | None]]:
+    """Each stream's run: when it was created and started (wall clock), by session."""
     from agents.models import Run
 
-    rows = Run.objects.unscoped().filter(session_id__in=session_ids).values_list("created_at", "started_at")
-    return [(s - c).total_seconds() * 1000 for c, s in rows if s is not None]
+    rows = (
+        Run.objects.unscoped()
+        .filter(session_id__in=session_ids)
+        .values_list("session_id", "created_at", "started_at")
+    )
+    return {str(sid): (c.timestamp(), s.timestamp() if s else None) for sid, c, s in rows}
 
 
 def print_timeline(results: list[StreamResult]) -> None:
@@ -525,7 +539,7 @@ def main() -> int:
             client(url, cookie, stream_ids, idle_ids, args.idle, worker.pid, pids, args.timeout, args.profile)
         )
         web_rss = tree_rss(web.pid)
-        waits = queue_waits(stream_ids)
+        runs = run_times(stream_ids)
     finally:
         for process in processes:
             stop(process)
@@ -560,6 +574,24 @@ def main() -> int:
         f"first text              p50 {pct(first, 50):.0f} ms  p95 {pct(first, 95):.0f} ms  "
         f"max {max(first, default=float('nan')):.0f} ms   (from sending the message; the token "
         f"server writes its first token {args.interval * 1000:.0f} ms after the request)"
+    )
+    # Where the time to the first text goes: the message's transaction (the run's
+    # creation), the queue (to a worker starting it), then the run's set-up and the
+    # LLM's first token (25 ms) and its relay.
+    waits: list[float] = []  # run created -> started (the queue wait)
+    to_created: list[float] = []  # message sent -> run created
+    to_text: list[float] = []  # run started -> its first text at the client
+    for session_id, result in zip(stream_ids, results, strict=True):
+        created, run_started = runs.get(session_id, (None, None))
+        if created is not None:
+            to_created.append((created - out["sent_wall"]) * 1000)
+        if created is not None and run_started is not None:
+            waits.append((run_started - created) * 1000)
+        if run_started is not None and result.first_chunk_wall is not None:
+            to_text.append((result.first_chunk_wall - run_started) * 1000)
+    print(
+        f"  of which              message -> run created p50 {pct(to_created, 50):.0f} ms  p95 {pct(to_created, 95):.0f} ms;  "
+        f"run started -> first text p50 {pct(to_text, 50):.0f} ms  p95 {pct(to_text, 95):.0f} ms"
     )
     print(
         f"queue wait              p50 {pct(waits, 50):.1f} ms  p95 {pct(waits, 95):.1f} ms  "
