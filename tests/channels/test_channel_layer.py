@@ -175,14 +175,26 @@ async def test_a_statement_of_messages_is_notified_in_few_notifications(
         deliver_all(payload)
 
     monkeypatch.setattr(layer, "_deliver_all", counting)
+    fetched: list[int] = []
+    fetch = layer.django_db.delete_message_returning_message
+
+    async def counting_fetch(message_id: int) -> Any:
+        fetched.append(message_id)
+        return await fetch(message_id)
+
+    monkeypatch.setattr(layer.django_db, "delete_message_returning_message", counting_fetch)
     small = [("session_few", {"type": "run.event", "n": n}) for n in range(200)]
-    # A message whose base64 PostgreSQL breaks into lines, and one too big to carry.
+    # A message whose base64 PostgreSQL breaks into lines, one that fills most of a
+    # notification on its own, and one too big for any (read from its row).
     wrapped = ("session_few", {"type": "run.event", "n": 200, "text": "w" * 300})
-    big = ("session_few", {"type": "run.event", "n": 201, "text": "b" * 9000})
-    await layer.group_send_many([*small, wrapped, big])
+    medium = ("session_few", {"type": "run.event", "n": 201, "text": "m" * 5000})
+    big = ("session_few", {"type": "run.event", "n": 202, "text": "b" * 9000})
+    await layer.group_send_many([*small, wrapped, medium, big])
     got = await drain(layer, channel)
-    assert [m["n"] for m in got] == list(range(202))
+    assert [m["n"] for m in got] == list(range(203))
     assert got[200]["text"] == "w" * 300
-    assert got[201]["text"] == "b" * 9000
-    assert 2 <= len(payloads) <= 10
-    assert all(len(p.encode()) <= 8000 for p in payloads)
+    assert got[201]["text"] == "m" * 5000
+    assert got[202]["text"] == "b" * 9000
+    assert len(fetched) == 1  # only the big one
+    assert 3 <= len(payloads) <= 12
+    assert all(len(p.encode()) < 8000 for p in payloads)

@@ -8,8 +8,9 @@ now sends its new rows as few notifications: each holds as many of the library's
 entries (``<id>:<channel>:<base64>:<expiry>``, or ``<id>:<channel>`` for a message
 too big to carry, read from its row) as fit, one per line, in the rows' order.
 
-A notification's payload is limited to 8,000 bytes: an entry longer than 3,800 goes
-by id only, and a notification is sent when the next entry would not fit. The rows
+A notification's payload must be shorter than 8,000 bytes: an entry that long goes
+by id only (as the library's trigger does), and a notification is sent when the next
+entry would not fit. The rows
 are read in the order they were inserted (a transition table keeps it), which is the
 order of their ids. PostgreSQL's base64 breaks lines every 76 characters; the
 entries drop those breaks (the line break separates entries).
@@ -28,7 +29,7 @@ DECLARE
     entry text;
     payload text := '';
 BEGIN
-    SELECT array_agg(CASE WHEN octet_length(whole) > 3800 THEN id::text || ':' || channel ELSE whole END)
+    SELECT array_agg(CASE WHEN octet_length(whole) >= 8000 THEN id::text || ':' || channel ELSE whole END)
     INTO entries
     FROM (
         SELECT id, channel,
@@ -39,7 +40,7 @@ BEGIN
     FOREACH entry IN ARRAY coalesce(entries, '{}') LOOP
         IF payload = '' THEN
             payload := entry;
-        ELSIF octet_length(payload) + octet_length(entry) < 7999 THEN
+        ELSIF octet_length(payload) + 1 + octet_length(entry) < 8000 THEN
             payload := payload || E'\n' || entry;
         ELSE
             PERFORM pg_notify('channels_postgres_messages', payload);
