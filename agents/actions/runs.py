@@ -17,6 +17,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
+from django_q.brokers import get_broker
 from django_q.tasks import async_task
 
 from agents.actions.conversation import do_finish_turn, do_start_turn
@@ -71,7 +72,14 @@ def enqueue_run(run_id: int) -> None:
     # save=False: a delivered run task leaves no result row (the Run row is the
     # record). Saving one also made django-q2's monitor lock and read up to
     # save_limit result rows to prune them, for every run. Failures are still saved.
-    async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs", save=False)
+    async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs", save=False, broker=_run_broker())
+
+
+@functools.cache
+def _run_broker() -> Any:
+    """The task queue's broker, built once per process (django-q2's ``async_task``
+    builds a new one for every call otherwise); brokers keep no per-call state."""
+    return get_broker()
 
 
 def enqueue_run_with_commit(run_id: int) -> None:

@@ -97,16 +97,19 @@ def tools_factory() -> ToolsFactory:
 
 def warm_up() -> None:
     """Import now what the first run would import on the run loop: the provider
-    adapters (aiohttp) and the certificate store of their clients, the tools factory
-    and what it loads on first use (the shell policy builds its parser tables at
+    adapters (aiohttp) and the certificate store of their clients, the channel layer
+    the events are relayed through, the tools factory and what it loads on first use (the shell policy builds its parser tables at
     import). Half a second of the loop, during which every stream already running
     would stall."""
+    from channels.layers import get_channel_layer
+
     from agents.providers.base import tls_context
     from agents.providers.registry import PROVIDER_KINDS, provider_class
 
     for kind in PROVIDER_KINDS:
         provider_class(kind)
     tls_context()
+    get_channel_layer()  # the relay's layer: built (its module imported) here, not mid-burst
     tools_factory()
     import tools_app.executor  # noqa: F401
 

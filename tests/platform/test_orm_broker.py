@@ -121,3 +121,26 @@ def test_a_real_statement_error_is_not_retried(broker: OrmBroker) -> None:
     with pytest.raises(Exception, match="invalid input syntax"):
         broker.delete("not-a-number")
     assert connection.is_usable()
+
+
+def test_runs_are_enqueued_through_one_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    # django-q2's async_task built a broker for every task it queued.
+    from agents.actions import runs
+
+    built: list[object] = []
+
+    def counting_get_broker(*args: object) -> object:
+        built.append(args)
+        return get_broker(*args)
+
+    runs._run_broker.cache_clear()
+    monkeypatch.setattr(runs, "get_broker", counting_get_broker)
+    before = OrmQ.objects.count()
+    try:
+        with transaction.atomic():
+            runs.enqueue_run(10_001)
+            runs.enqueue_run(10_002)
+    finally:
+        runs._run_broker.cache_clear()
+    assert OrmQ.objects.count() == before + 2
+    assert len(built) == 1
