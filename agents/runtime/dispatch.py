@@ -67,6 +67,7 @@ class RunDispatcher:
             try:
                 async with await psycopg.AsyncConnection.connect(**params, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {RUN_NOTIFY_CHANNEL}")
+                    await self._claim_connection()  # the first run does not wait to open it
                     failures = 0
                     # Anything queued while nobody listened (start-up, a lost connection).
                     cursor = await conn.execute(CLAIMABLE_SQL, {"limit": settings.CLAW_RUNS_PER_WORKER})
@@ -107,16 +108,20 @@ class RunDispatcher:
             for claim in claims:
                 self.start(claim)
 
-    async def _claim(self, run_ids: list[int], limit: int) -> list[Claim]:
+    async def _claim_connection(self) -> psycopg.AsyncConnection[Any]:
         if self._claim_conn is None or self._claim_conn.closed:
             self._claim_conn = await psycopg.AsyncConnection.connect(
                 **{**listen_connection_params(), "prepare_threshold": prepare_threshold()}, autocommit=True
             )
+        return self._claim_conn
+
+    async def _claim(self, run_ids: list[int], limit: int) -> list[Claim]:
+        conn = await self._claim_connection()
         try:
-            return await claim_runs_on(self._claim_conn, run_ids, claim_params(self.owner), limit=limit)
+            return await claim_runs_on(conn, run_ids, claim_params(self.owner), limit=limit)
         except psycopg.OperationalError:
             # A database restart broke it: the next batch opens a new one.
-            await self._claim_conn.close()
+            await conn.close()
             raise
 
     async def _close(self) -> None:
