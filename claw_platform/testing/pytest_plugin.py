@@ -7,6 +7,7 @@ hooks run, and settings need DATABASE_URL by then.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
@@ -38,7 +39,19 @@ if _embedded is not None:
     signal.signal(signal.SIGTERM, _interrupt)
 
 
-def pytest_unconfigure(config: pytest.Config) -> None:
+def _stop() -> None:
+    global _embedded
     if _embedded is not None:
         _embedded.stop()
+        _embedded = None
     shutil.rmtree(_run_dir, ignore_errors=True)
+
+
+# The server starts when this plugin is imported, before pytest has read its command
+# line: a run that ends there (a usage error, an option no plugin knows) never reaches
+# pytest_unconfigure, and left its server running.
+atexit.register(_stop)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _stop()
