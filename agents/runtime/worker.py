@@ -98,9 +98,9 @@ def tools_factory() -> ToolsFactory:
 def warm_up() -> None:
     """Import now what the first run would import on the run loop: the provider
     adapters (aiohttp) and the certificate store of their clients, the channel layer
-    the events are relayed through, the tools factory and what it loads on first use (the shell policy builds its parser tables at
-    import). Half a second of the loop, during which every stream already running
-    would stall."""
+    the events are relayed through, the tools factory and what it loads on first use
+    (the shell policy builds its parser tables at import). Half a second of the
+    loop, during which every stream already running would stall."""
     from channels.layers import get_channel_layer
 
     from agents.providers.base import tls_context
