@@ -149,10 +149,13 @@ def active_run(session: Session) -> Run | None:
 
 @functools.cache
 def _lock_session_sql() -> str:
-    # The session's row (locked) with its agent (claw_platform.raw_rows).
+    # The session's row (locked) with its agent (claw_platform.raw_rows), and the
+    # agent's current revision (the run records it): one round trip, not two.
     columns = select_list(("s", Session), ("a", Agent))
     return (
-        f"SELECT {columns} FROM agents_session s JOIN agents_agent a ON a.id = s.agent_id "  # noqa: S608
+        f"SELECT {columns}, "  # noqa: S608
+        "(SELECT max(r.number) FROM agents_agentrevision r WHERE r.agent_id = s.agent_id) "
+        "FROM agents_session s JOIN agents_agent a ON a.id = s.agent_id "
         "WHERE s.id = %(session)s AND s.tenant_id = %(tenant)s FOR NO KEY UPDATE OF s"
     )
 
@@ -199,7 +202,8 @@ def do_send_message(
         row = cursor.fetchone()
     if row is None:
         raise Session.DoesNotExist(f"No session {session.pk}.")
-    locked, locked.agent = instances(row, Session, Agent)
+    *columns, revision = row
+    locked, locked.agent = instances(tuple(columns), Session, Agent)
     if require_enabled and not locked.agent.enabled:
         raise AgentDisabled(locked.agent.slug)
     waiting = (
@@ -230,12 +234,6 @@ def do_send_message(
             do_cancel_run(run, acting_user=acting_user, reason="interrupted by a new message")
     with tenant_context(session.tenant_id):
         turn = do_start_turn(locked, text)
-    with prepared_cursor() as cursor:
-        cursor.execute(
-            "SELECT max(number) FROM agents_agentrevision WHERE agent_id = %s",
-            [locked.agent_id],
-        )
-        (revision,) = cursor.fetchone() or (None,)  # an aggregate: always one row
     run = Run._base_manager.create(
         tenant_id=session.tenant_id,
         session_id=session.pk,

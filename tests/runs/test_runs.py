@@ -81,6 +81,21 @@ def test_a_message_creates_its_turn_and_run_and_enqueues_only_on_commit(live_age
     assert AuditEvent.objects.unscoped().filter(action="run.created", object_id=str(run.pk)).exists()
 
 
+def test_a_run_records_the_agents_revision_at_its_message(live_agent):
+    from agents.actions.revisions import do_record_agent_revision
+
+    first = send(new_session(live_agent), "before the change", live_agent.member)
+    before = fresh(first).agent_revision
+    assert before is not None  # the agent's creation recorded one
+    live_agent.agent.description = "changed"
+    live_agent.agent.save()
+    latest = do_record_agent_revision(live_agent.agent, acting_user=None)
+    assert latest is not None
+    assert latest.number == before + 1
+    run = send(new_session(live_agent), "after it", live_agent.member)
+    assert fresh(run).agent_revision == latest.number
+
+
 def test_a_worker_completes_a_run_and_stores_numbered_events(live_agent, fake_llm):
     session = new_session(live_agent)
     fake_llm.script(FakeTurn(text="Hello from the worker."))
