@@ -238,11 +238,8 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
     def _deliver_all(self, payload: str) -> None:
         """A notification: one entry per line (a statement's messages, see the
         ``ops`` migration 0004), each as the library's payload."""
-        if "\n" in payload:
-            for entry in payload.split("\n"):
-                self._deliver(entry)
-        else:
-            self._deliver(payload)
+        for entry in payload.split("\n"):
+            self._deliver(entry)
 
     def _deliver(self, payload: str) -> None:
         # "<id>:<channel>:<message>:<expiry>", or "<id>:<channel>" for a big message.

@@ -374,30 +374,42 @@ async def client(
     }
 
 
+def py_spy() -> str | None:
+    """py-spy's path (not a dependency: ``pip install py-spy``), or None."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
+
+
+PROFILERS: list[subprocess.Popen[bytes]] = []  # waited for before the servers stop
+
+
 def start_profiles(directory: Path, phase: str, pids: dict[str, int], seconds: int = 5) -> None:
     """``--profile``: sample each process with py-spy (folded stacks, a file per phase
-    and process: ``burst-daphne.folded``...; py-spy is not a dependency)."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    and process: ``burst-daphne.folded``...)."""
+    spy = py_spy()
+    assert spy is not None, "checked with the arguments"
     directory.mkdir(parents=True, exist_ok=True)
     for name, pid in pids.items():
-        subprocess.Popen(
-            [
-                spy,
-                "record",
-                "-p",
-                str(pid),
-                "-d",
-                str(seconds),
-                "-r",
-                "200",
-                "-f",
-                "raw",
-                "--nonblocking",
-                "-o",
-                str(directory / f"{phase}-{name}.folded"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        PROFILERS.append(
+            subprocess.Popen(
+                [
+                    spy,
+                    "record",
+                    "-p",
+                    str(pid),
+                    "-d",
+                    str(seconds),
+                    "-r",
+                    "200",
+                    "-f",
+                    "raw",
+                    "--nonblocking",
+                    "-o",
+                    str(directory / f"{phase}-{name}.folded"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         )
 
 
@@ -466,7 +478,7 @@ def main() -> int:
         help="the event loop of this benchmark's own client and token server",
     )
     args = parser.parse_args()
-    if args.profile and not (shutil.which("py-spy") or Path(sys.executable).with_name("py-spy").exists()):
+    if args.profile and py_spy() is None:
         parser.error("--profile needs py-spy (pip install py-spy)")
 
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # this script's few queries block on purpose
@@ -549,6 +561,9 @@ def main() -> int:
         web_rss = tree_rss(web.pid)
         runs = run_times(stream_ids)
     finally:
+        for profiler in PROFILERS:  # they end by themselves after their seconds
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                profiler.wait(timeout=15)
         for process in processes:
             stop(process)
         if db is not None:
