@@ -40,10 +40,10 @@ import asyncio
 import logging
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 
-from agents.actions.runs import active_run, do_cancel_run, do_decide_approval, do_send_message
+from agents.actions.message_batch import MessageRequest
+from agents.actions.runs import active_run, do_cancel_run, do_decide_approval
 from agents.engine.commands import parse_slash_command
 from agents.models import ApprovalRequest, Run, Session, Turn
 from agents.runtime.chat import handle_message
@@ -52,8 +52,8 @@ from channels_app.access import SessionNotFound, access_session
 from channels_app.live_consumer import LiveJsonConsumer
 from channels_app.relay import event_frame, session_group
 from channels_app.transcript import UNFINISHED, turn_state
+from channels_app.write_slots import send_message, write_slot
 from claw_platform.db import db_async
-from claw_platform.loop_local import LoopLocal
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger(__name__)
@@ -189,14 +189,9 @@ class SessionConsumer(LiveJsonConsumer):
             return
         # Its events (run.queued, run.cancelled, approval.decided) reach every tab of
         # the session through the relay once stored.
-        async with write_slot():
-            run = await db_async(self._send_message)(text, self.scope["user"])
+        run = await send_message(MessageRequest(self.session, text, self.scope["user"]))
         if run is None and command is not None:
             await self._error("Nothing is running.")
-
-    def _send_message(self, text: str, user: Any) -> Run | None:
-        with tenant_context(self.session.tenant_id):
-            return do_send_message(self.session, text, acting_user=user)
 
     async def _on_stop(self, content: dict[str, Any]) -> None:
         self._require_actor()
@@ -279,18 +274,6 @@ class SessionConsumer(LiveJsonConsumer):
 
     async def _error(self, message: str) -> None:
         await self.send_json({"type": "error", "payload": {"message": message}})
-
-
-def write_slot() -> asyncio.Semaphore:
-    """The web process's slots for the sockets' writing actions (a message, a stop, a
-    decision), ``CLAW_SOCKET_WRITES`` at once. Each is a few milliseconds of Python in
-    a database thread; when two hundred people press Send together, six such threads
-    at once took the GIL from the event loop that relays every live token, and made
-    each other's transactions longer, without creating the runs any sooner."""
-    return _write_slots.get()
-
-
-_write_slots = LoopLocal(lambda: asyncio.Semaphore(settings.CLAW_SOCKET_WRITES))
 
 
 def _has_origin(scope: dict[str, Any]) -> bool:

@@ -18,6 +18,8 @@ from django.db import connection, transaction
 from django.dispatch import Signal
 from django.utils import timezone
 from django_q.brokers import get_broker
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
 from django_q.tasks import async_task
 
 from agents.actions.conversation import do_finish_turn, do_start_turn
@@ -67,12 +69,58 @@ def enqueue_run(run_id: int) -> None:
     even when nobody listened. Enqueueing twice is harmless: only one worker can
     claim a run (``agents.runtime.claims.claim_run``). Call it after the run's
     transaction commits (``on_commit``)."""
+    enqueue_runs([run_id])
+
+
+def enqueue_runs(run_ids: list[int]) -> None:
+    """:func:`enqueue_run` for several runs: one NOTIFY carries their ids, comma
+    separated (``agents.runtime.dispatch``)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, %s)", [RUN_NOTIFY_CHANNEL, str(run_id)])
+        for start in range(0, len(run_ids), IDS_PER_NOTIFY):
+            ids = ",".join(str(run_id) for run_id in run_ids[start : start + IDS_PER_NOTIFY])
+            cursor.execute("SELECT pg_notify(%s, %s)", [RUN_NOTIFY_CHANNEL, ids])
+    queue_run_tasks(run_ids)
+
+
+# A notification carries at most 8,000 bytes: 500 ids of up to 15 digits fit.
+IDS_PER_NOTIFY = 500
+
+
+def queue_run_tasks(run_ids: list[int]) -> None:
+    """The runs' django-q2 tasks, through the broker (no NOTIFY)."""
     # save=False: a delivered run task leaves no result row (the Run row is the
     # record). Saving one also made django-q2's monitor lock and read up to
     # save_limit result rows to prune them, for every run. Failures are still saved.
-    async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs", save=False, broker=_run_broker())
+    for run_id in run_ids:
+        async_task(
+            RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs", save=False, broker=_run_broker()
+        )
+
+
+def run_task_packages(run_ids: list[int]) -> TaskPackages | None:
+    """With the database broker: the runs' signed django-q2 task packages and their
+    queue's key, for the caller to INSERT into its table (``OrmQ``) itself, with the
+    runs (``agents.actions.message_batch``); None with another broker
+    (``queue_run_tasks`` then)."""
+    broker = _run_broker()
+    if not isinstance(broker, ORM):
+        return None
+    packages = TaskPackages(broker.list_key or Conf.CLUSTER_NAME)
+    for run_id in run_ids:
+        async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs", save=False, broker=packages)
+    return packages
+
+
+class TaskPackages:
+    """A broker that keeps the signed task packages django-q2 builds, in order."""
+
+    def __init__(self, list_key: str) -> None:
+        self.list_key = list_key
+        self.payloads: list[str] = []
+
+    def enqueue(self, package: str) -> int:
+        self.payloads.append(package)
+        return len(self.payloads)
 
 
 @functools.cache
@@ -96,7 +144,7 @@ def enqueue_run_with_commit(run_id: int) -> None:
 # ------------------------------------------------------------------ access
 
 
-def _check_actor(tenant_id: int, actor: Any) -> None:
+def check_actor(tenant_id: int, actor: Any) -> None:
     """``actor`` may act on the tenant's runs: a superuser, system code (``None``),
     an API key of the tenant (its scope checked by the API), or a member who is not
     a viewer. Others get PermissionDenied."""
@@ -116,7 +164,7 @@ def access_run(actor: Any, run_id: Any) -> Run:
     if run is None:
         raise Run.DoesNotExist(f"No run {run_id}.")
     try:
-        _check_actor(run.tenant_id, actor)
+        check_actor(run.tenant_id, actor)
     except PermissionDenied:
         raise Run.DoesNotExist(f"No run {run_id}.") from None
     return run
@@ -128,7 +176,7 @@ def access_approval(actor: Any, approval_id: Any) -> ApprovalRequest:
     if approval is None:
         raise ApprovalRequest.DoesNotExist(f"No approval request {approval_id}.")
     try:
-        _check_actor(approval.tenant_id, actor)
+        check_actor(approval.tenant_id, actor)
     except PermissionDenied:
         raise ApprovalRequest.DoesNotExist(f"No approval request {approval_id}.") from None
     return approval
@@ -186,7 +234,7 @@ def do_send_message(
     ``session`` may be an unsaved ``Session(pk=…, tenant_id=…)``: its row is read
     here, for that tenant only (``Session.DoesNotExist`` otherwise).
     """
-    _check_actor(session.tenant_id, acting_user)
+    check_actor(session.tenant_id, acting_user)
     command = parse_slash_command(text)
     if command is not None:
         if command.name != "stop":
@@ -251,7 +299,7 @@ def do_send_message(
     store_run_event(
         run,
         "run.queued",
-        {"turn": turn.pk, "number": turn.number, "text": text, "user": _display_name(acting_user)},
+        {"turn": turn.pk, "number": turn.number, "text": text, "user": display_name(acting_user)},
     )
     enqueue_run_with_commit(run.pk)
     return run
@@ -268,7 +316,7 @@ def _awaiting_approval(session_id: Any) -> bool:
         return bool((cursor.fetchone() or (False,))[0])
 
 
-def _display_name(user: Any) -> str:
+def display_name(user: Any) -> str:
     if user is None or not getattr(user, "pk", None):
         return ""
     return str(user.get_full_name() or user.get_username())
@@ -283,7 +331,7 @@ def do_cancel_run(run: Run, *, acting_user: Any, reason: str = "stopped by the u
     a running one gets ``cancel_requested``, which its worker polls (every
     ``CANCEL_POLL_SECONDS``) and turns into the run's CancelToken firing, also
     mid-stream; the worker then ends it ``cancelled`` with the partial text kept."""
-    _check_actor(run.tenant_id, acting_user)
+    check_actor(run.tenant_id, acting_user)
     locked = Run._base_manager.select_for_update().get(pk=run.pk, tenant_id=run.tenant_id)
     if locked.status in FINISHED_RUN_STATUSES:
         return locked
@@ -333,8 +381,7 @@ def enqueue_next_runs(session_id: Any, *, limit: int = 3) -> None:
     with prepared_cursor() as cursor:  # after every run: one plain statement
         cursor.execute(_NEXT_RUNS_SQL, {"session": session_id, "queued": RunStatus.QUEUED, "limit": limit})
         run_ids = [row[0] for row in cursor.fetchall()]
-    for run_id in dict.fromkeys(run_ids):
-        enqueue_run(run_id)
+    enqueue_runs(list(dict.fromkeys(run_ids)))
 
 
 # The session's next queued run, then the oldest queued runs of any session.
@@ -358,7 +405,7 @@ def do_decide_approval(
     When none of the run's requests is pending any more, the run goes back to the
     queue and resumes with the decisions (an approved call runs; a denied one is
     reported to the model as denied). Every tab hears ``approval.decided``."""
-    _check_actor(approval.tenant_id, acting_user)
+    check_actor(approval.tenant_id, acting_user)
     run = Run._base_manager.select_for_update().get(pk=approval.run_id, tenant_id=approval.tenant_id)
     locked = ApprovalRequest._base_manager.select_for_update().get(pk=approval.pk)
     if locked.status != ApprovalStatus.PENDING:
@@ -390,7 +437,7 @@ def do_decide_approval(
             "call_id": locked.call_id,
             "status": locked.status,
             "always": locked.always,
-            "by": _display_name(acting_user),
+            "by": display_name(acting_user),
         },
     )
     if not ApprovalRequest._base_manager.filter(run_id=run.pk, status=ApprovalStatus.PENDING).exists():

@@ -1,6 +1,6 @@
 """Instant dispatch: a worker claims a run the moment it is committed.
 
-``enqueue_run`` NOTIFYs ``claw_runs`` with the run's id, next to the django-q2 task,
+``enqueue_runs`` NOTIFYs ``claw_runs`` with the runs' ids, next to the django-q2 task,
 which stays the durable path (whichever django-q2 worker picks it up claims the run
 if nobody did). Without this a run would wait for the task queue's next poll.
 
@@ -73,8 +73,9 @@ class RunDispatcher:
                     cursor = await conn.execute(CLAIMABLE_SQL, {"limit": settings.CLAW_RUNS_PER_WORKER})
                     self._want([row[0] for row in await cursor.fetchall()])
                     async for note in conn.notifies():
+                        # One run id, or several comma separated (a batch of messages).
                         with contextlib.suppress(ValueError):
-                            self._want([int(note.payload)])
+                            self._want([int(run_id) for run_id in note.payload.split(",")])
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -20,7 +20,7 @@ from django.db import transaction
 from psycopg.types.json import Jsonb
 
 from agents.models import Run, RunEvent
-from agents.runtime.relay_pump import EPHEMERAL_EVENTS, RunEventRelay, relay_pump
+from agents.runtime.relay_pump import EPHEMERAL_EVENTS, RelayedEvent, RunEventRelay, relay_events, relay_pump
 from claw_platform.background_loop import submit
 from claw_platform.db import db_async
 from claw_platform.prepared import prepared_cursor
@@ -169,6 +169,20 @@ def _relay_now(run_id: int, seq: int, event_type: str, payload: dict[str, Any]) 
     # Fire and forget, in order, on the process's background loop: the event is
     # stored already, so a client that misses it gets it on resume.
     submit(current_relay().relay(run_id, seq, event_type, payload))
+
+
+def relay_stored_events(events: list[tuple[Run, int, str, dict[str, Any]]]) -> None:
+    """Relay events the caller stored itself (run, seq, type, payload) once the
+    transaction commits, all in one call to the relay."""
+    relay = current_relay()
+    remember = getattr(relay, "remember_run", None)
+    relayed: list[RelayedEvent] = []
+    for run, seq, event_type, payload in events:
+        if remember is not None:
+            remember(run.pk, run.session_id, run.tenant_id)
+        relayed.append((run.pk, seq, event_type, {**payload, "run_id": run.pk}))
+    if relayed:
+        transaction.on_commit(lambda: submit(relay_events(current_relay(), relayed)))
 
 
 def events_after(run: Run, seq: int = 0, *, limit: int = 1000) -> list[RunEvent]:

@@ -59,7 +59,7 @@ class RelayPump:
             events = merge_deltas([item for item in batch if not isinstance(item, asyncio.Future)])
             if events:
                 try:
-                    await _relay_all(self.relay, events)
+                    await relay_events(self.relay, events)
                 except Exception:
                     # A listener's trouble never stops a run: stored events and the
                     # partial-text checkpoint let a client catch up with ``resume``.
@@ -69,7 +69,8 @@ class RelayPump:
                     item.set_result(None)
 
 
-async def _relay_all(relay: RunEventRelay, events: list[RelayedEvent]) -> None:
+async def relay_events(relay: RunEventRelay, events: list[RelayedEvent]) -> None:
+    """Hand ``events`` to ``relay``: in one call when it takes several."""
     many = getattr(relay, "relay_many", None)
     if many is not None:
         await many(events)

@@ -71,7 +71,7 @@ def record_audit_event(
     event = AuditEvent(
         tenant_id=tenant_id,
         actor=actor_obj,
-        actor_label=(actor.get_username() if actor_obj else str(actor or "system"))[:200],
+        actor_label=actor_label(actor),
         action=action,
         object_type=object_type,
         object_id=object_id,
@@ -81,6 +81,12 @@ def record_audit_event(
     )
     event.save()
     return event
+
+
+def actor_label(actor: Any) -> str:
+    """How an audit row names its actor: a user's username, else the actor's text
+    (an API key, a routine), else "system"."""
+    return (actor.get_username() if getattr(actor, "pk", None) else str(actor or "system"))[:200]
 
 
 def client_ip(request: Any) -> str | None:

@@ -80,3 +80,26 @@ def test_the_dispatcher_opens_its_claim_connection_before_the_first_run() -> Non
         assert not dispatcher._claim_conn.closed
     finally:
         dispatcher.stop()
+
+
+def test_the_dispatcher_claims_every_run_of_a_batch_notification(live_agent) -> None:
+    # A batch of messages (agents.actions.message_batch) notifies its runs' ids
+    # together, comma separated.
+    from agents.actions.message_batch import MessageRequest, do_send_messages
+
+    claimed: list[int] = []
+    dispatcher = RunDispatcher(
+        "batch-worker", room=lambda: 10, start=lambda claim: claimed.append(claim.run_id)
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and dispatcher._claim_conn is None:
+            time.sleep(0.02)
+        sessions = [do_create_session(live_agent.agent, user=live_agent.member, title="n") for _ in range(3)]
+        runs = do_send_messages([MessageRequest(s, "hi", live_agent.member) for s in sessions])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(claimed) < 3:
+            time.sleep(0.02)
+        assert sorted(claimed) == sorted(run.pk for run in runs)
+    finally:
+        dispatcher.stop()
