@@ -5,8 +5,9 @@ messages within a few milliseconds, and one transaction each (about a dozen roun
 trips and a commit) kept the last of them waiting for a second or more.
 ``do_send_messages`` writes the messages waiting together, in one statement (atomic
 by itself): it locks their sessions, opens every turn with its undo checkpoint,
-creates every run with its ``run.queued`` event, audit row and django-q2 task, and
-NOTIFYs the workers once. What a message gets is what ``do_send_message`` would
+creates every run with its ``run.queued`` event and audit row, enqueues one django-q2
+task that delivers them all (``agents.runtime.worker.execute_runs``), and NOTIFYs
+the workers once. What a message gets is what ``do_send_message`` would
 have written, row for row (a test compares them).
 
 The rare messages that need more go through ``do_send_message`` itself, after the
@@ -37,8 +38,8 @@ from agents.actions.runs import (
     check_actor,
     display_name,
     do_send_message,
-    queue_run_tasks,
-    run_task_packages,
+    queue_batch_task,
+    run_batch_task,
 )
 from agents.engine.commands import parse_slash_command
 from agents.models import ACTIVE_RUN_STATUSES, BusyPolicy, Run, RunStatus, Session, ThreadState, TurnState
@@ -142,17 +143,16 @@ def _create_runs_sql() -> str:
     # takes, in one order). Then, for the sessions with nothing but a new turn and
     # run to write (no run awaiting approval, no run to interrupt, an enabled agent
     # when required): do_start_turn's statement (agents.actions.conversation) for
-    # every message, each run with its first event (seq 1), its audit row and its
-    # django-q2 task, and one NOTIFY of the new runs' ids. Turn and run ids are
+    # every message, each run with its first event (seq 1) and its audit row, one
+    # django-q2 task for the runs, and one NOTIFY of their ids. Turn and run ids are
     # given, so every insert reads ``t`` alone: joining the CTEs to one another made
     # PostgreSQL, which expects one row from each, compare every row with every row.
     return f"""
 WITH i AS (
     SELECT * FROM unnest(%(sessions)s::uuid[], %(tenants)s::bigint[], %(texts)s::text[], %(users)s::bigint[],
         %(names)s::text[], %(labels)s::text[], %(required)s::bool[], %(runs)s::bigint[], %(turns)s::bigint[],
-        %(tasks)s::text[], %(orders)s::int[])
-        AS i(session_id, tenant_id, text, user_id, user_name, actor_label, require_enabled, run_id, turn_id,
-             task, ord)
+        %(orders)s::int[])
+        AS i(session_id, tenant_id, text, user_id, user_name, actor_label, require_enabled, run_id, turn_id, ord)
 ), s AS MATERIALIZED (
     SELECT s.id, s.tenant_id, s.agent_id, s.active_thread_id AS thread_id, a.enabled, a.slug,
         (SELECT max(r.number) FROM agents_agentrevision r WHERE r.agent_id = s.agent_id) AS revision,
@@ -212,7 +212,7 @@ WITH i AS (
     FROM t
 ), task AS (
     INSERT INTO {OrmQ._meta.db_table} (key, payload, lock)
-    SELECT %(task_key)s, t.task, now() FROM t WHERE t.task IS NOT NULL
+    SELECT %(task_key)s, %(task)s::text, now() WHERE %(task)s::text IS NOT NULL AND EXISTS (SELECT 1 FROM t)
 ), notify AS (
     SELECT pg_notify(%(channel)s, ids) FROM (SELECT string_agg(run_id::text, ',' ORDER BY run_id) AS ids FROM t) r
     WHERE ids IS NOT NULL
@@ -231,7 +231,7 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM notify
 
 
 # New runs' and turns' ids, taken before the statement that writes them: the runs'
-# django-q2 task packages carry them, signed.
+# django-q2 task carries them, signed.
 _IDS_SQL = (
     "SELECT nextval(pg_get_serial_sequence('agents_run', 'id')), "
     "nextval(pg_get_serial_sequence('agents_turn', 'id')) FROM generate_series(1, %s)"
@@ -246,7 +246,7 @@ def _create_runs(requests: Sequence[MessageRequest], batched: list[int]) -> list
         cursor.execute(_IDS_SQL, [len(batched)])
         ids = cursor.fetchall()
         run_ids = [row[0] for row in ids]
-        packages = run_task_packages(run_ids)
+        task = run_batch_task(run_ids)
         users = [requests[index].acting_user for index in batched]
         sessions = [requests[index].session for index in batched]
         cursor.execute(
@@ -261,8 +261,8 @@ def _create_runs(requests: Sequence[MessageRequest], batched: list[int]) -> list
                 "required": [requests[index].require_enabled for index in batched],
                 "runs": run_ids,
                 "turns": [row[1] for row in ids],
-                "tasks": packages.payloads if packages is not None else [None] * len(batched),
-                "task_key": packages.list_key if packages is not None else "",
+                "task": task.payloads[0] if task is not None else None,
+                "task_key": task.list_key if task is not None else "",
                 "orders": list(range(len(batched))),
                 "awaiting": RunStatus.AWAITING_APPROVAL,
                 "interrupt": BusyPolicy.INTERRUPT,
@@ -307,7 +307,7 @@ def _create_runs(requests: Sequence[MessageRequest], batched: list[int]) -> list
         outcomes.append(run)
         payload = {"turn": run.turn_id, "number": number, "text": request.text, "user": display_name(user)}
         events.append((run, 1, "run.queued", payload))
-    if packages is None and events:
-        transaction.on_commit(partial(queue_run_tasks, [run.pk for run, *_ in events]))
+    if task is None and events:
+        transaction.on_commit(partial(queue_batch_task, [run.pk for run, *_ in events]))
     relay_stored_events(events)
     return outcomes

@@ -45,6 +45,7 @@ from claw_platform.tenancy.lookup import member_role
 from claw_platform.tenancy.models import Role
 
 RUN_TASK = "agents.runtime.worker.execute_run"
+RUNS_TASK = "agents.runtime.worker.execute_runs"  # a batch of runs (message_batch)
 # Sent inside do_decide_approval's transaction with ``approval`` and ``acting_user``:
 # the tools app records an "always" grant there (tools_app.signals).
 approval_decided = Signal()
@@ -79,15 +80,6 @@ def enqueue_runs(run_ids: list[int]) -> None:
         for start in range(0, len(run_ids), IDS_PER_NOTIFY):
             ids = ",".join(str(run_id) for run_id in run_ids[start : start + IDS_PER_NOTIFY])
             cursor.execute("SELECT pg_notify(%s, %s)", [RUN_NOTIFY_CHANNEL, ids])
-    queue_run_tasks(run_ids)
-
-
-# A notification carries at most 8,000 bytes: 500 ids of up to 15 digits fit.
-IDS_PER_NOTIFY = 500
-
-
-def queue_run_tasks(run_ids: list[int]) -> None:
-    """The runs' django-q2 tasks, through the broker (no NOTIFY)."""
     # save=False: a delivered run task leaves no result row (the Run row is the
     # record). Saving one also made django-q2's monitor lock and read up to
     # save_limit result rows to prune them, for every run. Failures are still saved.
@@ -97,22 +89,37 @@ def queue_run_tasks(run_ids: list[int]) -> None:
         )
 
 
-def run_task_packages(run_ids: list[int]) -> TaskPackages | None:
-    """With the database broker: the runs' signed django-q2 task packages and their
-    queue's key, for the caller to INSERT into its table (``OrmQ``) itself, with the
-    runs (``agents.actions.message_batch``); None with another broker
-    (``queue_run_tasks`` then)."""
+# A notification carries at most 8,000 bytes: 500 ids of up to 15 digits fit.
+IDS_PER_NOTIFY = 500
+
+
+def run_batch_task(run_ids: list[int]) -> TaskPackages | None:
+    """With the database broker: the signed django-q2 task package that delivers a
+    batch of runs (``agents.runtime.worker.execute_runs``) and its queue's key, for
+    the caller to INSERT into its table (``OrmQ``) itself, with the runs
+    (``agents.actions.message_batch``); None with another broker
+    (``queue_batch_task`` then)."""
     broker = _run_broker()
     if not isinstance(broker, ORM):
         return None
-    packages = TaskPackages(broker.list_key or Conf.CLUSTER_NAME)
-    for run_id in run_ids:
-        async_task(RUN_TASK, run_id, task_name=f"run-{run_id}", group="runs", save=False, broker=packages)
-    return packages
+    package = TaskPackages(broker.list_key or Conf.CLUSTER_NAME)
+    _batch_task(run_ids, package)
+    return package
+
+
+def queue_batch_task(run_ids: list[int]) -> None:
+    """The task of :func:`run_batch_task`, through the broker."""
+    _batch_task(run_ids, _run_broker())
+
+
+def _batch_task(run_ids: list[int], broker: Any) -> None:
+    name = f"runs-{run_ids[0]}-{run_ids[-1]}" if run_ids else "runs"
+    async_task(RUNS_TASK, list(run_ids), task_name=name, group="runs", save=False, broker=broker)
 
 
 class TaskPackages:
-    """A broker that keeps the signed task packages django-q2 builds, in order."""
+    """A broker that keeps the signed task packages django-q2 builds (for an INSERT
+    of the caller's), in order."""
 
     def __init__(self, list_key: str) -> None:
         self.list_key = list_key

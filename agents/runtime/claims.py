@@ -100,11 +100,17 @@ def claim_params(owner: str) -> dict[str, Any]:
 def claim_run(run_id: int, owner: str) -> Claim | None:
     """Take the run for ``owner`` if it is claimable now; ``None`` otherwise (another
     worker has it, its session is busy, a limit is reached, or it is finished)."""
+    claims = claim_runs([run_id], owner, limit=1)
+    return claims[0] if claims else None
+
+
+def claim_runs(run_ids: list[int], owner: str, *, limit: int) -> list[Claim]:
+    """:func:`claim_run` for several runs, oldest first, at most ``limit``, in one
+    transaction on Django's connection."""
     with transaction.atomic(), prepared_cursor() as cursor:
         cursor.execute(_LOCK_SQL, [_CLAIM_LOCK_KEY])
-        cursor.execute(_CLAIM_SQL, {**claim_params(owner), "runs": [run_id], "limit": 1})
-        row = cursor.fetchone()
-    return Claim(*row) if row is not None else None
+        cursor.execute(_CLAIM_SQL, {**claim_params(owner), "runs": sorted(set(run_ids)), "limit": limit})
+        return [Claim(*row) for row in cursor.fetchall()]
 
 
 async def claim_runs_on(

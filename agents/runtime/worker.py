@@ -57,7 +57,7 @@ from agents.models import (
     TurnState,
 )
 from agents.runtime.chat import ToolsFactory, run_started_turn
-from agents.runtime.claims import Claim, claim_run
+from agents.runtime.claims import Claim, claim_run, claim_runs
 from agents.runtime.dispatch import RunDispatcher
 from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
@@ -88,6 +88,20 @@ def execute_run(run_id: int, wait: bool = False) -> str:
         return "not claimed"
     future = sup.submit(claim)
     return future.result() if wait else "started"
+
+
+def execute_runs(run_ids: list[int]) -> str:
+    """django-q2 task of a batch of messages' runs (``agents.actions.message_batch``):
+    :func:`execute_run` for each, the claims in one transaction. Returns at once."""
+    sup = supervisor()
+    wanted = [run_id for run_id in run_ids if run_id not in sup.active]
+    room = settings.CLAW_RUNS_PER_WORKER - sup.busy
+    if not wanted or room <= 0:
+        return f"{len(run_ids) - len(wanted)} running here, none started"
+    claims = claim_runs(wanted, sup.owner, limit=room)
+    for claim in claims:
+        sup.submit(claim)
+    return f"{len(run_ids) - len(wanted)} running here, {len(claims)} started"
 
 
 def tools_factory() -> ToolsFactory:

@@ -5,17 +5,19 @@ and a failed batch keep their meaning; the socket path groups waiting messages."
 from __future__ import annotations
 
 import asyncio
+import time
 
 import psycopg
 import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import DatabaseError
 from django_q.models import OrmQ
+from django_q.signing import SignedPackage
 
 from agents.actions import message_batch
 from agents.actions.conversation import do_create_session
 from agents.actions.message_batch import MessageRequest, do_send_messages
-from agents.actions.runs import RUN_NOTIFY_CHANNEL, AgentDisabled, do_send_message
+from agents.actions.runs import RUN_NOTIFY_CHANNEL, RUNS_TASK, AgentDisabled, do_send_message
 from agents.models import (
     Agent,
     ApprovalRequest,
@@ -29,7 +31,7 @@ from agents.models import (
     Thread,
     Turn,
 )
-from agents.runtime.worker import claim_run, execute_run
+from agents.runtime.worker import claim_run, execute_run, execute_runs, supervisor
 from channels_app import write_slots
 from claw_platform.audit.models import AuditEvent
 from claw_platform.db import listen_connection_params
@@ -93,7 +95,10 @@ def test_a_batch_writes_what_one_message_at_a_time_writes(live_agent, tenant_b):
     results = do_send_messages([MessageRequest(s, "hello", u) for s, u in zip(together, users, strict=True)])
     assert all(isinstance(run, Run) for run in results)
     assert [rows_of(run) for run in results] == expected
-    assert OrmQ.objects.count() == tasks + 2
+    # One django-q2 task delivers the batch's runs.
+    assert OrmQ.objects.count() == tasks + 1
+    task = SignedPackage.loads(OrmQ.objects.order_by("-id").first().payload)
+    assert (task["func"], task["args"], task["save"]) == (RUNS_TASK, ([r.pk for r in results],), False)
     assert [run.session_id for run in results] == [s.pk for s in together]
     stored = fresh(results[1])
     assert (results[1].pk, results[1].turn_id, results[1].tenant_id) == (
@@ -111,6 +116,22 @@ def test_the_batch_is_one_notification_and_the_worker_claims_every_run(live_agen
         notes = [note.payload for note in listener.notifies(timeout=2, stop_after=1)]
     assert notes == [",".join(str(run.pk) for run in runs)]
     assert [claim_run(run.pk, "w") is not None for run in runs] == [True, True, True]
+
+
+def test_the_batch_task_starts_the_runs_nobody_claimed(live_agent, fake_llm):
+    # The durable path, when no worker listened for the NOTIFY.
+    sessions = [new_session(live_agent) for _ in range(3)]
+    runs = do_send_messages([MessageRequest(s, "hi", live_agent.member) for s in sessions])
+    fake_llm.script(*(FakeTurn(text="Hello.") for _ in runs))
+    assert execute_runs([run.pk for run in runs]) == "0 running here, 3 started"
+    assert execute_runs([run.pk for run in runs]) in {
+        "3 running here, none started",
+        "0 running here, 0 started",
+    }
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and supervisor().busy:
+        time.sleep(0.05)
+    assert [fresh(run).status for run in runs] == [RunStatus.COMPLETED] * 3
 
 
 def test_another_tenants_session_and_a_non_member_get_nothing(live_agent, tenant_b, outsider):
@@ -239,3 +260,26 @@ def test_messages_waiting_for_a_write_slot_are_written_together(live_agent, sett
     assert sum(batches) == 13
     assert batches[0] == 1  # the first message did not wait
     assert len(batches) < 13  # the others were written together
+
+
+def test_with_another_broker_the_batch_task_goes_through_it(live_agent, monkeypatch):
+    from agents.actions import runs as run_actions
+
+    class Collecting:
+        list_key = "elsewhere"
+
+        def __init__(self):
+            self.packages = []
+
+        def enqueue(self, package):
+            self.packages.append(package)
+            return len(self.packages)
+
+    broker = Collecting()
+    monkeypatch.setattr(run_actions, "_run_broker", lambda: broker)
+    sessions = [new_session(live_agent) for _ in range(2)]
+    tasks = OrmQ.objects.count()
+    runs = do_send_messages([MessageRequest(s, "hi", live_agent.member) for s in sessions])
+    assert OrmQ.objects.count() == tasks
+    (package,) = broker.packages
+    assert SignedPackage.loads(package)["args"] == ([run.pk for run in runs],)
