@@ -16,7 +16,9 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
    p95 < 250 ms with 200 concurrent runs), read from the database, with its two parts:
    to the run's creation (the web process's transaction) and from there to a worker
    starting it (figures before 2026-11-25 were that second part only); then from the
-   run's start to its first text;
+   run's start to its first text. Measured twice: for the burst (all the messages at
+   once), and for ``--probes`` messages sent one at a time, 150 ms apart, while every
+   stream runs (a message arriving on a loaded system; their runs answer in two tokens);
 4. **sockets held** by the one Daphne process (target >= 1,000 idle + 200 streaming):
    how many opened, how many were still open at the end, Daphne's RSS;
 5. **memory per active run**: the worker's RSS while the runs stream, minus idle,
@@ -241,6 +243,7 @@ async def client(
     pids: dict[str, int],
     limit: float,
     profile: Path | None = None,
+    probe_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     import aiohttp
 
@@ -280,6 +283,8 @@ async def client(
             stream_sockets += await asyncio.gather(
                 *(open_socket(sid) for sid in stream_ids[start_at : start_at + 50])
             )
+        probe_sockets = [await open_socket(sid) for sid in probe_ids or []]
+        probes_sent: dict[str, float] = {}  # session -> wall time its message was sent
         worker_idle_rss = tree_rss(worker_pid)
         results = [StreamResult() for _ in stream_sockets]
         peak_worker_rss = 0
@@ -300,6 +305,21 @@ async def client(
                 steady[f"{key}_wall"] = time.time()
                 if key == "start" and profile is not None:
                     start_profiles(profile, "steady", {"daphne": pids["daphne"], "worker": worker_pid})
+                if key == "start" and probe_sockets:
+                    probing.append(asyncio.ensure_future(send_probes()))
+
+        probing: list[asyncio.Future[None]] = []
+
+        async def send_probes() -> None:
+            # One message at a time while every stream streams (the steady state):
+            # the queue wait of a message that arrives on a loaded system, apart from
+            # the burst's. Their runs are short (the token server sees "probe").
+            for session_id, ws in zip(probe_ids or [], probe_sockets, strict=True):
+                await asyncio.sleep(PROBE_SPACING)
+                if "end" in steady:
+                    return
+                probes_sent[session_id] = time.time()
+                await ws.send_str(json.dumps({"type": "message", "text": "probe"}))
 
         async def consume(ws: Any, result: StreamResult, sent: float) -> None:
             first = True
@@ -356,8 +376,10 @@ async def client(
         elapsed = time.monotonic() - started
         cpu_after, commits_after = cpu_seconds(pids), commits()
         watcher.cancel()
+        for task in probing:
+            task.cancel()
         still_open = sum(1 for ws in idle_sockets if not ws.closed)
-        for ws in [*idle_sockets, *stream_sockets]:
+        for ws in [*idle_sockets, *stream_sockets, *probe_sockets]:
             await ws.close()
     return {
         "results": results,
@@ -371,7 +393,11 @@ async def client(
         "pg_commits": commits_after - commits_before,
         "worker_idle_rss": worker_idle_rss,
         "worker_peak_rss": peak_worker_rss,
+        "probes_sent": probes_sent,
     }
+
+
+PROBE_SPACING = 0.15  # seconds between the messages sent one at a time
 
 
 def py_spy() -> str | None:
@@ -464,6 +490,12 @@ def main() -> int:
         help="CLAW_SOCKET_WRITES: messages the web process writes at once (the product's default, 2)",
     )
     parser.add_argument("--timeout", type=float, default=180)
+    parser.add_argument(
+        "--probes",
+        type=int,
+        default=20,
+        help="messages sent one at a time while every stream runs (their queue wait is printed apart)",
+    )
     parser.add_argument("--timeline", action="store_true", help="print relay latency second by second")
     parser.add_argument(
         "--profile",
@@ -488,8 +520,10 @@ def main() -> int:
     try:
         token_port, web_port = free_port(), free_port()
         token_url, url = f"http://127.0.0.1:{token_port}", f"http://127.0.0.1:{web_port}"
-        cookie, sessions = make_fixtures(token_url, args.streams + 50)
-        stream_ids, idle_ids = sessions[: args.streams], sessions[args.streams :]
+        cookie, sessions = make_fixtures(token_url, args.streams + args.probes + 50)
+        stream_ids = sessions[: args.streams]
+        probe_ids = sessions[args.streams : args.streams + args.probes]
+        idle_ids = sessions[args.streams + args.probes :]
 
         env = {
             "DATABASE_URL": os.environ["DATABASE_URL"],
@@ -556,10 +590,21 @@ def main() -> int:
 
             asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
         out = asyncio.run(
-            client(url, cookie, stream_ids, idle_ids, args.idle, worker.pid, pids, args.timeout, args.profile)
+            client(
+                url,
+                cookie,
+                stream_ids,
+                idle_ids,
+                args.idle,
+                worker.pid,
+                pids,
+                args.timeout,
+                args.profile,
+                probe_ids,
+            )
         )
         web_rss = tree_rss(web.pid)
-        runs = run_times(stream_ids)
+        runs = run_times(stream_ids + probe_ids)
     finally:
         for profiler in PROFILERS:  # they end by themselves after their seconds
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -628,6 +673,17 @@ def main() -> int:
     print(
         f"  then                  run started -> first text p50 {pct(to_text, 50):.0f} ms  p95 {pct(to_text, 95):.0f} ms"
     )
+    probed = [
+        (started - sent) * 1000
+        for session_id, sent in out["probes_sent"].items()
+        if (started := runs.get(session_id, (None, None))[1]) is not None
+    ]
+    if probed:
+        print(
+            f"  one at a time         p50 {pct(probed, 50):.1f} ms  p95 {pct(probed, 95):.1f} ms  "
+            f"max {max(probed):.1f} ms   ({len(probed)} messages sent {PROBE_SPACING * 1000:.0f} ms apart "
+            f"while all {args.streams} streams ran)"
+        )
     print(
         f"sockets on one Daphne   {out['idle_opened']} idle opened ({out['idle_failed']} failed), "
         f"{out['idle_still_open']} still open at the end, + {args.streams} streaming   (target >= 1000 + 200)"
