@@ -35,7 +35,8 @@ from agents.actions.conversation import MAX_CHECKPOINTS
 from agents.actions.runs import (
     RUN_NOTIFY_CHANNEL,
     AgentDisabled,
-    check_actor,
+    actor_needs_role,
+    check_role,
     display_name,
     do_send_message,
     queue_batch_task,
@@ -93,34 +94,36 @@ def _send_alone(request: MessageRequest) -> Result:
 
 def _send_together(requests: Sequence[MessageRequest]) -> list[Result]:
     results: list[Result] = [None] * len(requests)
-    refused: dict[tuple[int, Any], PermissionDenied | None] = {}  # one check per actor and tenant
+    plain = [parse_slash_command(request.text) is None for request in requests]
+    lookups = {
+        (request.session.tenant_id, getattr(request.acting_user, "pk", None))
+        for request in requests
+        if actor_needs_role(request.session.tenant_id, request.acting_user)
+    }
+    # One round trip for the actors' roles and the new rows' ids (one per message
+    # that may be written together: some turn out not to be, and leave a gap).
+    ids, roles = _ids_and_roles(sum(plain), lookups)
     batched: list[int] = []
     alone: list[int] = []
     seen: set[tuple[uuid.UUID, int]] = set()
     for index, request in enumerate(requests):
-        actor = (
-            request.session.tenant_id,
-            getattr(request.acting_user, "pk", None) or id(request.acting_user),
-        )
-        if actor not in refused:
+        tenant_id = request.session.tenant_id
+        if actor_needs_role(tenant_id, request.acting_user):
             try:
-                check_actor(request.session.tenant_id, request.acting_user)
-                refused[actor] = None
+                check_role(roles.get((tenant_id, getattr(request.acting_user, "pk", None))))
             except PermissionDenied as exc:
-                refused[actor] = exc
-        if refused[actor] is not None:
-            results[index] = refused[actor]
-            continue
-        key = (_uuid(request.session.pk), request.session.tenant_id)
+                results[index] = exc
+                continue
+        key = (_uuid(request.session.pk), tenant_id)
         # A session's first request, if a plain message; what follows it in the batch
         # (a second message, a /stop) is sent after it, one by one, in order.
-        if key in seen or parse_slash_command(request.text) is not None:
+        if key in seen or not plain[index]:
             alone.append(index)
         else:
             batched.append(index)
         seen.add(key)
     if batched:
-        for index, outcome in zip(batched, _create_runs(requests, batched), strict=True):
+        for index, outcome in zip(batched, _create_runs(requests, batched, ids), strict=True):
             if outcome is _ALONE:
                 alone.append(index)
             else:
@@ -128,6 +131,35 @@ def _send_together(requests: Sequence[MessageRequest]) -> list[Result]:
     for index in sorted(alone):
         results[index] = _send_alone(requests[index])
     return results
+
+
+# New runs' and turns' ids (taken before the statement that writes them: the runs'
+# django-q2 task carries them, signed), and the roles of the actors who need one.
+_IDS_AND_ROLES_SQL = """
+SELECT nextval(pg_get_serial_sequence('agents_run', 'id')), nextval(pg_get_serial_sequence('agents_turn', 'id')),
+    NULL::bigint, NULL::bigint, NULL::text
+FROM generate_series(1, %(count)s)
+UNION ALL
+SELECT NULL, NULL, m.tenant_id, m.user_id, m.role FROM tenancy_membership m
+WHERE (m.tenant_id, m.user_id) IN (SELECT * FROM unnest(%(tenants)s::bigint[], %(users)s::bigint[]))
+"""
+
+
+def _ids_and_roles(
+    count: int, lookups: set[tuple[int, Any]]
+) -> tuple[list[tuple[int, int]], dict[tuple[int, Any], str]]:
+    pairs = [(tenant_id, user_id) for tenant_id, user_id in lookups if user_id is not None]
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            _IDS_AND_ROLES_SQL,
+            {"count": count, "tenants": [p[0] for p in pairs], "users": [p[1] for p in pairs]},
+        )
+        rows = cursor.fetchall()
+    ids = [(run_id, turn_id) for run_id, turn_id, *_ in rows if run_id is not None]
+    roles = {
+        (tenant_id, user_id): str(role) for run_id, _, tenant_id, user_id, role in rows if run_id is None
+    }
+    return ids, roles
 
 
 def _uuid(value: Any) -> uuid.UUID:
@@ -230,21 +262,14 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM notify
 """  # noqa: S608
 
 
-# New runs' and turns' ids, taken before the statement that writes them: the runs'
-# django-q2 task carries them, signed.
-_IDS_SQL = (
-    "SELECT nextval(pg_get_serial_sequence('agents_run', 'id')), "
-    "nextval(pg_get_serial_sequence('agents_turn', 'id')) FROM generate_series(1, %s)"
-)
-
-
-def _create_runs(requests: Sequence[MessageRequest], batched: list[int]) -> list[Any]:
+def _create_runs(
+    requests: Sequence[MessageRequest], batched: list[int], ids: list[tuple[int, int]]
+) -> list[Any]:
     """Each message's outcome: its Run, an exception, or ``_ALONE``; in one statement
     (atomic by itself: no transaction around it, no BEGIN and COMMIT round trips).
     The new runs' events are relayed once it commits."""
+    ids = ids[: len(batched)]
     with prepared_cursor() as cursor:
-        cursor.execute(_IDS_SQL, [len(batched)])
-        ids = cursor.fetchall()
         run_ids = [row[0] for row in ids]
         task = run_batch_task(run_ids)
         users = [requests[index].acting_user for index in batched]

@@ -155,11 +155,21 @@ def check_actor(tenant_id: int, actor: Any) -> None:
     """``actor`` may act on the tenant's runs: a superuser, system code (``None``),
     an API key of the tenant (its scope checked by the API), or a member who is not
     a viewer. Others get PermissionDenied."""
+    if actor_needs_role(tenant_id, actor):
+        check_role(member_role(tenant_id, getattr(actor, "pk", None)))
+
+
+def actor_needs_role(tenant_id: int, actor: Any) -> bool:
+    """Whether ``check_actor`` needs the actor's role in the tenant (a user who is
+    not a superuser, or an API key of another tenant: no role, refused)."""
     if actor is None or getattr(actor, "is_superuser", False):
-        return
-    if getattr(actor, "api_key_tenant_id", None) == tenant_id:
-        return  # an API key of this tenant (claw_platform.api.principal.ApiKeyActor)
-    role = member_role(tenant_id, getattr(actor, "pk", None))
+        return False
+    # An API key of this tenant (claw_platform.api.principal.ApiKeyActor) needs none.
+    return getattr(actor, "api_key_tenant_id", None) != tenant_id
+
+
+def check_role(role: str | None) -> None:
+    """A member who is not a viewer may act on runs (``check_actor``)."""
     if role is None or role == Role.VIEWER:
         raise PermissionDenied("You cannot act on this tenant's runs.")
 

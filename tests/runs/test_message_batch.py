@@ -146,14 +146,22 @@ def test_another_tenants_session_and_a_non_member_get_nothing(live_agent, tenant
             MessageRequest(mine, "mine", live_agent.member),
             # Tenant B's own message to the same session, in the same batch.
             MessageRequest(theirs, "theirs", tenant_b.member),
+            # A viewer reads but does not send; tenant B's member has no role in A.
+            MessageRequest(mine, "viewer", live_agent.viewer),
+            MessageRequest(mine, "wrong tenant", tenant_b.member),
         ]
     )
+    assert isinstance(results[4], PermissionDenied)
+    assert isinstance(results[5], PermissionDenied)
     assert isinstance(results[0], Session.DoesNotExist)
     assert isinstance(results[1], PermissionDenied)
     assert isinstance(results[2], Run)
     assert isinstance(results[3], Run)
     assert results[3].tenant_id == tenant_b.tenant.pk
     assert Run.objects.unscoped().count() == runs_before + 2
+    assert list(Turn.objects.unscoped().filter(session_id=mine.pk).values_list("user_text", flat=True)) == [
+        "mine"
+    ]
     assert list(Turn.objects.unscoped().filter(session_id=theirs.pk).values_list("user_text", flat=True)) == [
         "theirs"
     ]
