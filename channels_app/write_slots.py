@@ -8,8 +8,8 @@ transactions longer, without creating the runs any sooner.
 
 Messages go through :func:`send_message`: a message that finds the slots busy waits
 with the others, and the first of them to get a slot writes every message waiting
-then in one transaction (``agents.actions.message_batch``, group commit). With 200
-messages at once, that is a handful of transactions instead of 200.
+then in one statement (``agents.actions.message_batch``, group commit). With 200
+messages at once, that is two or three statements instead of 200 transactions.
 """
 
 from __future__ import annotations
