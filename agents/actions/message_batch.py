@@ -269,9 +269,9 @@ def _create_runs(
     (atomic by itself: no transaction around it, no BEGIN and COMMIT round trips).
     The new runs' events are relayed once it commits."""
     ids = ids[: len(batched)]
+    run_ids = [row[0] for row in ids]
+    task = run_batch_task(run_ids)
     with prepared_cursor() as cursor:
-        run_ids = [row[0] for row in ids]
-        task = run_batch_task(run_ids)
         users = [requests[index].acting_user for index in batched]
         sessions = [requests[index].session for index in batched]
         cursor.execute(

@@ -60,6 +60,14 @@ class OrmBroker(ORM):  # type: ignore[misc]
         super().__init__(list_key=list_key)
         self._tidied = threading.local()
 
+    @staticmethod
+    def get_connection(list_key: str | None = None) -> Any:
+        """The queue's table (django-q2's ``ORM`` also closes the calling thread's old
+        connections here, in autocommit, and every broker calls it when built: a
+        caller holding a cursor then lost its connection to the pool mid-work, while
+        another thread took it). Connections are tidied in ``_execute``."""
+        return OrmQ.objects.using(Conf.ORM)
+
     def enqueue(self, task: str) -> int:
         rows = self._execute(_ENQUEUE_SQL, [self.list_key or Conf.CLUSTER_NAME, task, timezone.now()])
         return int(rows[0][0])

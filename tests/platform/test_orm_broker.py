@@ -144,3 +144,16 @@ def test_runs_are_enqueued_through_one_broker(monkeypatch: pytest.MonkeyPatch) -
         runs._run_broker.cache_clear()
     assert OrmQ.objects.count() == before + 2
     assert len(built) == 1
+
+
+def test_building_a_broker_leaves_the_callers_connection_alone() -> None:
+    # django-q2's ORM broker closed the calling thread's old connections when built;
+    # the first batch of messages of a web process built it with a cursor open, and
+    # its connection went back to the pool while it was still writing on it.
+    connection.ensure_connection()
+    raw = connection.connection
+    connection.close_at = 0  # obsolete: close_old_connections would close it
+    OrmBroker(list_key="another")
+    assert connection.connection is raw
+    assert raw is not None
+    assert not raw.closed
