@@ -451,6 +451,21 @@ def run_times(session_ids: list[str]) -> dict[str, tuple[float | None, float | N
     return {str(sid): (c.timestamp(), s.timestamp() if s else None) for sid, c, s in rows}
 
 
+def unfinished(session_ids: list[str]) -> list[str]:
+    """What the database holds for streams that never saw their run end: each session's
+    runs (status, events stored, error) or that it has none, for a look at a bad run."""
+    from agents.models import Run
+
+    found = {sid: [] for sid in session_ids}  # type: dict[str, list[str]]
+    for sid, pk, status, seq, error in (
+        Run.objects.unscoped()
+        .filter(session_id__in=session_ids)
+        .values_list("session_id", "pk", "status", "event_seq", "error")
+    ):
+        found[str(sid)].append(f"run {pk} {status}, {seq} events{', ' + error[:80] if error else ''}")
+    return [f"{sid}: {'; '.join(runs) or 'no run'}" for sid, runs in found.items()]
+
+
 def print_timeline(results: list[StreamResult]) -> None:
     """Relay latency second by second: the start (200 runs set up at once), the
     steady state and the end (runs finishing) apart."""
@@ -605,6 +620,13 @@ def main() -> int:
         )
         web_rss = tree_rss(web.pid)
         runs = run_times(stream_ids + probe_ids)
+        stuck = unfinished(
+            [
+                sid
+                for sid, r in zip(stream_ids, out["results"], strict=True)
+                if not r.completed and not r.failed
+            ]
+        )
     finally:
         for profiler in PROFILERS:  # they end by themselves after their seconds
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -631,6 +653,8 @@ def main() -> int:
         f"runs completed          {completed}/{args.streams} in {out['elapsed']:.1f} s"
         + (f"  (failures: {failures[:3]})" if failures else "")
     )
+    for line in stuck[:5]:
+        print(f"  never finished        {line}")
     print(f"tokens received         {len(latencies)}/{tokens_expected}")
     print(
         f"token relay latency     p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
