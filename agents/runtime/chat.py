@@ -197,10 +197,11 @@ async def run_started_turn(
     is called once the run is set up (model, tools, hooks, prompt), before the
     engine starts."""
     store = DjangoRunStore(_binding(session, turn))
-    model_cfg = await db_async(_session_model)(session, agent)
+    # Only an overridden model is read from the database.
+    model_cfg = await db_async(_session_model)(session, agent) if session.model_override_id else agent.model
     tools = await tools_factory(agent, session)
     try:
-        hooks = hooks if hooks is not None else await registry_hooks(agent, session)
+        hooks = hooks if hooks is not None else await registry_hooks(agent, session, tools)
         return await _drive_turn(
             session,
             agent,

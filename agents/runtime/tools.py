@@ -19,6 +19,7 @@ from tools_app.runtime.assembly import (
     RunExtensions,
     agent_extensions,
     close_run_resources,
+    hook_runner,
     run_extensions,
     tenant_hook_runner,
 )
@@ -32,10 +33,9 @@ def session_role(session: Session) -> str:
     return member_role(session.tenant_id, session.user_id) or Role.VIEWER
 
 
-def _role_and_extensions(session: Session, agent_id: int, with_extensions: bool) -> tuple[str, Any]:
+def _role_and_extensions(session: Session, agent_id: int) -> tuple[str, Any]:
     """One trip to the database threads for both (a run's setup makes a dozen)."""
-    role = session_role(session)
-    return role, agent_extensions(session.tenant_id, agent_id) if with_extensions else None
+    return session_role(session), agent_extensions(session.tenant_id, agent_id)
 
 
 async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor:
@@ -44,7 +44,7 @@ async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor
     tools and skills, bound to the run's workspace."""
     from tools_app.executor import load_run_tools
 
-    role, ext = await db_async(_role_and_extensions)(session, agent.agent_id, agent.model.supports_tools)
+    role, ext = await db_async(_role_and_extensions)(session, agent.agent_id)
     extensions = (
         await run_extensions(
             tenant_id=session.tenant_id,
@@ -52,9 +52,11 @@ async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor
             taken=builtin_registry.names(),
             extensions=ext,
         )
-        if ext is not None
+        if agent.model.supports_tools
         else RunExtensions()
     )
+    # The same extensions give the run its hooks (registry_hooks): read once.
+    extensions.hooks = hook_runner(ext)
     try:
         return await db_async(load_run_tools)(agent, session, role, extensions=extensions)
     except BaseException:
@@ -62,7 +64,14 @@ async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor
         raise
 
 
-async def registry_hooks(agent: ResolvedAgent, session: Session) -> HookRunner:
+async def registry_hooks(
+    agent: ResolvedAgent, session: Session, tools: ToolExecutor | None = None
+) -> HookRunner:
+    """The tenant's hooks for the run: those ``registry_tools`` built with ``tools``,
+    else read now."""
+    built = getattr(getattr(tools, "extensions", None), "hooks", None)
+    if built is not None:
+        return built  # type: ignore[no-any-return]
     return await tenant_hook_runner(tenant_id=session.tenant_id, agent_id=agent.agent_id)
 
 

@@ -412,3 +412,38 @@ def test_runs_are_driven_on_the_configured_event_loop(live_agent, fake_llm, sett
         assert events_after(fresh(run), 0)[-1].payload["text"] == "On this loop."
     finally:
         shutdown_supervisor()
+
+
+def test_a_run_reads_the_tenants_extensions_once_and_its_hooks_apply(
+    live_agent, fake_llm, monkeypatch, settings
+):
+    # The tools and the hooks of a run come from one read of the tenant's extensions.
+    from tools_app.actions.extensions import do_create_hook
+    from tools_app.runtime import config
+
+    settings.CLAW_HOOK_CALLABLES = ["tests.tools.hook_callables.block_everything"]
+    do_create_hook(
+        live_agent.tenant,
+        name="no-entry",
+        event="on_message_received",
+        kind="python",
+        callable="tests.tools.hook_callables.block_everything",
+        acting_user=live_agent.owner,
+    )
+    reads: list[int] = []
+    real = config.extensions_version
+
+    def counted(tenant_id: int) -> int:
+        reads.append(tenant_id)
+        return real(tenant_id)
+
+    monkeypatch.setattr(config, "extensions_version", counted)
+    settings.CLAW_RUN_TOOLS_FACTORY = "agents.runtime.tools.registry_tools"
+    run = send(new_session(live_agent), "hello", live_agent.member)
+    requests_before = len(fake_llm.requests)
+    outcome = execute_run(run.pk, wait=True)
+    assert reads == [live_agent.tenant.pk]
+    # The hook ran: the message was blocked before any model call.
+    assert len(fake_llm.requests) == requests_before
+    assert outcome == "completed"
+    assert events_after(run)[-1].payload["delivered"] is False

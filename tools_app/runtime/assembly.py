@@ -70,6 +70,9 @@ class RunExtensions:
     toolsets: list[ToolSet] = field(default_factory=list)
     skills: list[SkillSummary] = field(default_factory=list)
     closers: list[_Closeable] = field(default_factory=list)
+    # The run's hook runner, built from the extensions read for its tools (the run
+    # closes it with its hooks, not with these).
+    hooks: HookRunner | None = None
 
     async def aclose(self) -> None:
         closers, self.closers = self.closers, []
@@ -144,7 +147,11 @@ class RunToolExecutor(RegistryToolExecutor):
 
 async def tenant_hook_runner(*, tenant_id: int, agent_id: int) -> HookRunner:
     """The hooks of the tenant that apply to the agent; the null runner when there are none."""
-    ext = await db_async(agent_extensions)(tenant_id, agent_id)
+    return hook_runner(await db_async(agent_extensions)(tenant_id, agent_id))
+
+
+def hook_runner(ext: AgentExtensions) -> HookRunner:
+    """A run's runner for the agent's hooks in ``ext`` (read by the caller)."""
     if not ext.hooks:
         return NullHookRunner()
     return ConfiguredHookRunner(
