@@ -95,10 +95,11 @@ def _send_alone(request: MessageRequest) -> Result:
 def _send_together(requests: Sequence[MessageRequest]) -> list[Result]:
     results: list[Result] = [None] * len(requests)
     plain = [parse_slash_command(request.text) is None for request in requests]
+    needs_role = [actor_needs_role(request.session.tenant_id, request.acting_user) for request in requests]
     lookups = {
         (request.session.tenant_id, getattr(request.acting_user, "pk", None))
-        for request in requests
-        if actor_needs_role(request.session.tenant_id, request.acting_user)
+        for request, needs in zip(requests, needs_role, strict=True)
+        if needs
     }
     # One round trip for the actors' roles and the new rows' ids (one per message
     # that may be written together: some turn out not to be, and leave a gap).
@@ -108,7 +109,7 @@ def _send_together(requests: Sequence[MessageRequest]) -> list[Result]:
     seen: set[tuple[uuid.UUID, int]] = set()
     for index, request in enumerate(requests):
         tenant_id = request.session.tenant_id
-        if actor_needs_role(tenant_id, request.acting_user):
+        if needs_role[index]:
             try:
                 check_role(roles.get((tenant_id, getattr(request.acting_user, "pk", None))))
             except PermissionDenied as exc:
@@ -271,9 +272,9 @@ def _create_runs(
     ids = ids[: len(batched)]
     run_ids = [row[0] for row in ids]
     task = run_batch_task(run_ids)
+    users = [requests[index].acting_user for index in batched]
+    sessions = [requests[index].session for index in batched]
     with prepared_cursor() as cursor:
-        users = [requests[index].acting_user for index in batched]
-        sessions = [requests[index].session for index in batched]
         cursor.execute(
             _create_runs_sql(),
             {

@@ -5,7 +5,6 @@ and a failed batch keep their meaning; the socket path groups waiting messages."
 from __future__ import annotations
 
 import asyncio
-import time
 
 import psycopg
 import pytest
@@ -15,7 +14,6 @@ from django_q.models import OrmQ
 from django_q.signing import SignedPackage
 
 from agents.actions import message_batch
-from agents.actions.conversation import do_create_session
 from agents.actions.message_batch import MessageRequest, do_send_messages
 from agents.actions.runs import RUN_NOTIFY_CHANNEL, RUNS_TASK, AgentDisabled, do_send_message
 from agents.models import (
@@ -36,16 +34,9 @@ from channels_app import write_slots
 from claw_platform.audit.models import AuditEvent
 from claw_platform.db import listen_connection_params
 from tests.fakes.fake_llm import Turn as FakeTurn
+from tests.runs.helpers import fresh, new_session, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def new_session(ts):
-    return do_create_session(ts.agent, user=ts.member, title="set")
-
-
-def fresh(run) -> Run:
-    return Run.objects.unscoped().get(pk=run.pk)
 
 
 def rows_of(run: Run) -> dict:
@@ -128,9 +119,7 @@ def test_the_batch_task_starts_the_runs_nobody_claimed(live_agent, fake_llm):
         "3 running here, none started",
         "0 running here, 0 started",
     }
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and supervisor().busy:
-        time.sleep(0.05)
+    wait_for(lambda: not supervisor().busy, timeout=20)
     assert [fresh(run).status for run in runs] == [RunStatus.COMPLETED] * 3
 
 

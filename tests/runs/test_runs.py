@@ -15,7 +15,6 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django_q.models import OrmQ
 
-from agents.actions.conversation import do_create_session
 from agents.actions.runs import (
     access_approval,
     access_run,
@@ -34,29 +33,13 @@ from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.context import tenant_context
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.runs import tools as test_tools
+from tests.runs.helpers import fresh, new_session, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def new_session(ts):
-    return do_create_session(ts.agent, user=ts.member, title="set")
-
-
 def send(session, text, user):
     return do_send_message(session, text, acting_user=user)
-
-
-def fresh(run) -> Run:
-    return Run.objects.unscoped().get(pk=run.pk)
-
-
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_a_message_creates_its_turn_and_run_and_enqueues_only_on_commit(live_agent):

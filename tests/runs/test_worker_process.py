@@ -20,6 +20,7 @@ from agents.actions.runs import do_send_message
 from agents.models import Message, Run, RunStatus
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.platform.test_cli_chat import database_url_for_tests
+from tests.runs.helpers import wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -56,15 +57,6 @@ def stop_worker(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> 
     # Children of the group that outlived their parent.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-
-
-def wait_for(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_a_killed_worker_s_run_is_resumed_elsewhere_and_the_side_effect_happens_once(
