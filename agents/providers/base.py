@@ -30,6 +30,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, 
 from typing import Any, ClassVar, Literal, TypeVar
 
 import httpx
+import orjson
 from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from agents.engine.types import LLMRequest, LLMResponse, ProviderError, ProviderEvent
@@ -235,6 +236,17 @@ async def _drain(events: AsyncIterator[ServerSentEvent]) -> None:
 # --------------------------------------------------------------------- the provider
 
 
+def encode_body(body: Any) -> bytes:
+    """A request body as JSON (UTF-8, compact), with orjson: a run's request carries
+    the agent's tool schemas and its history (18 KB for the 26 built-in tools), which
+    the standard library takes 140 us to encode and orjson 7. What orjson refuses (an
+    integer beyond 64 bits) goes through the standard library, as httpx would send it."""
+    try:
+        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 class HttpProvider(abc.ABC):
     """Base for providers speaking JSON over HTTP with SSE streaming.
 
@@ -317,7 +329,7 @@ class HttpProvider(abc.ABC):
         async def post() -> Any:
             client = self._get_client()
             try:
-                response = await client.post(self._url(), json=body, headers=self._headers())
+                response = await client.post(self._url(), content=encode_body(body), headers=self._headers())
                 if response.status_code >= 400:
                     raise self._http_error(response)
                 return response.json()
@@ -414,7 +426,7 @@ class HttpProvider(abc.ABC):
                     client,
                     "POST",
                     self._url(),
-                    json=body,
+                    content=encode_body(body),
                     headers=self._headers(),
                     timeout=self._stream_timeout,
                 ) as source,
