@@ -170,23 +170,32 @@ def _agent_tool_config(agent: Any) -> tuple[Any, AgentPolicy]:
     return config, policy
 
 
-def load_run_tools(agent: Any, session: Any, role: str, *, extensions: Any = None) -> ConfiguredToolExecutor:
+def load_run_tools(
+    agent: Any,
+    session: Any,
+    role: str,
+    *,
+    extensions: Any = None,
+    grants: Sequence[tuple[str, str]] | None = None,
+) -> ConfiguredToolExecutor:
     """The executor for a run of ``agent`` (a ResolvedAgent) in ``session`` for a user
-    of ``role``: the session's grants (one indexed query) and the agent's config and
-    per-tool settings (two more, once per revision of the agent). The
-    built-ins come first; ``extensions`` (``run_extensions``) add the tenant's MCP,
-    HTTP and skill tool sets under the same configuration and policy."""
+    of ``role``: the session's grants (one indexed query, unless the caller read them:
+    ``grants``) and the agent's config and per-tool settings (two more, once per
+    revision of the agent). The built-ins come first; ``extensions``
+    (``run_extensions``) add the tenant's MCP, HTTP and skill tool sets under the
+    same configuration and policy."""
     from tools_app.models import parse_name_list
     from tools_app.registry import builtin_registry
     from tools_app.workspace import ensure_workspace, workspace_path
 
     config, policy = _agent_tool_config(agent)
-    with prepared_cursor() as cursor:  # per run: a plain statement
-        cursor.execute(
-            "SELECT tool_name, arguments_digest FROM tools_app_toolapprovalgrant WHERE session_id = %s",
-            [session.pk],
-        )
-        grants = cursor.fetchall()
+    if grants is None:
+        with prepared_cursor() as cursor:  # per run: a plain statement
+            cursor.execute(
+                "SELECT tool_name, arguments_digest FROM tools_app_toolapprovalgrant WHERE session_id = %s",
+                [session.pk],
+            )
+            grants = cursor.fetchall()
     allowed_entries = parse_name_list(config.allowed_tools) if config is not None else []
     allowed: frozenset[str] | None = frozenset(allowed_entries) if allowed_entries else None
     if not agent.model.supports_tools:

@@ -108,6 +108,12 @@ def resolve_agent(agent_id: int) -> ResolvedAgent:
     return resolved
 
 
+def cached_agent(agent_id: int, version: int | None) -> ResolvedAgent | None:
+    """The agent from this process's cache if it is at ``version`` (read by the
+    caller, ``agents.runtime.run_facts``), else None: ask :func:`resolve_agent`."""
+    return _cache.get(agent_id, version) if version is not None else None
+
+
 def invalidate(agent_id: int | None = None) -> None:
     """Drop one cached agent (or all): this process's half of invalidation."""
     _cache.invalidate(agent_id)

@@ -11,9 +11,9 @@ from agents.engine.interfaces import HookRunner, ToolExecutor
 from agents.engine.prompt import SkillSummary
 from agents.models import Session
 from agents.runtime.resolution import ResolvedAgent
+from agents.runtime.run_facts import RunFacts, acting_role, facts_of
 from claw_platform.db import db_async
 from claw_platform.tenancy.lookup import member_role
-from claw_platform.tenancy.models import Role
 from tools_app.registry import builtin_registry
 from tools_app.runtime.assembly import (
     RunExtensions,
@@ -23,19 +23,31 @@ from tools_app.runtime.assembly import (
     run_extensions,
     tenant_hook_runner,
 )
+from tools_app.runtime.config import cached_extensions
 
 
 def session_role(session: Session) -> str:
-    """The role the run acts with: the member's role; a run for no user (API key,
-    routine) acts as a member; a user with no membership gets viewer rights."""
+    """The role the run acts with (``acting_role``), read now."""
     if session.user_id is None:
-        return Role.MEMBER
-    return member_role(session.tenant_id, session.user_id) or Role.VIEWER
+        return acting_role(None, None)
+    return acting_role(session.user_id, member_role(session.tenant_id, session.user_id))
 
 
 def _role_and_extensions(session: Session, agent_id: int) -> tuple[str, Any]:
     """One trip to the database threads for both (a run's setup makes a dozen)."""
     return session_role(session), agent_extensions(session.tenant_id, agent_id)
+
+
+def _known_role_and_extensions(
+    session: Session, agent_id: int, facts: RunFacts | None
+) -> tuple[str, Any] | None:
+    """Both from the run's facts and the extensions cache, or None (read them)."""
+    if facts is None:
+        return None
+    extensions = cached_extensions(session.tenant_id, facts.extensions_version)
+    if extensions is None:
+        return None
+    return acting_role(session.user_id, facts.membership_role), extensions.for_agent(agent_id)
 
 
 async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor:
@@ -44,7 +56,9 @@ async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor
     tools and skills, bound to the run's workspace."""
     from tools_app.executor import load_run_tools
 
-    role, ext = await db_async(_role_and_extensions)(session, agent.agent_id)
+    facts = facts_of(session)
+    known = _known_role_and_extensions(session, agent.agent_id, facts)
+    role, ext = known if known is not None else await db_async(_role_and_extensions)(session, agent.agent_id)
     extensions = (
         await run_extensions(
             tenant_id=session.tenant_id,
@@ -58,7 +72,9 @@ async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor
     # The same extensions give the run its hooks (registry_hooks): read once.
     extensions.hooks = hook_runner(ext)
     try:
-        return await db_async(load_run_tools)(agent, session, role, extensions=extensions)
+        return await db_async(load_run_tools)(
+            agent, session, role, extensions=extensions, grants=facts.grants if facts else None
+        )
     except BaseException:
         await extensions.aclose()
         raise

@@ -61,7 +61,8 @@ from agents.runtime.claims import Claim, claim_run, claim_runs
 from agents.runtime.dispatch import RunDispatcher
 from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
-from agents.runtime.resolution import ResolvedAgent, resolve_agent
+from agents.runtime.resolution import ResolvedAgent, cached_agent, resolve_agent
+from agents.runtime.run_facts import FACTS_COLUMNS, facts_columns, facts_from, facts_of, remember_facts
 from claw_platform.db import db_async, is_database_outage
 from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
@@ -351,11 +352,11 @@ def _renew_leases(ids: list[int], owner: str) -> set[int]:
 
 @functools.cache
 def _load_sql() -> str:
-    # The session (with its user: the prompt names them) and the turn, in one plain
-    # statement (claw_platform.raw_rows). Built on first use: the user model is
-    # settled by then.
+    # The session (with its user: the prompt names them), the turn and the run's
+    # facts (agents.runtime.run_facts), in one plain statement
+    # (claw_platform.raw_rows). Built on first use: the user model is settled by then.
     user = get_user_model()
-    columns = select_list(("s", Session), ("u", user), ("t", Turn))
+    columns = f"{select_list(('s', Session), ('u', user), ('t', Turn))}, {facts_columns()}"
     return (
         f"SELECT {columns} FROM agents_session s "  # noqa: S608 (columns from the models)
         f"LEFT JOIN {user._meta.db_table} u ON u.id = s.user_id "
@@ -376,8 +377,9 @@ def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
         raise Session.DoesNotExist(
             f"run {claim.run_id}: no session {claim.session_id} or turn {claim.turn_id}"
         )
-    session, user, turn = instances(row, Session, get_user_model(), Turn)
+    session, user, turn = instances(row[:-FACTS_COLUMNS], Session, get_user_model(), Turn)
     session.user = user
+    remember_facts(session, facts_from(row[-FACTS_COLUMNS:]))
     if not claim.resume:
         return session, turn, {}  # decisions exist only for a run that paused
     approvals = {
@@ -403,7 +405,10 @@ async def _execute_with(
     claim: Claim, token: CancelToken, owner: str, sink: RunEventSink, ready: Callable[[], None]
 ) -> str:
     session, turn, approvals = await db_async(_load)(claim)
-    agent: ResolvedAgent = await db_async(resolve_agent)(session.agent_id)
+    facts = facts_of(session)
+    agent = cached_agent(session.agent_id, facts.agent_version) if facts else None
+    if agent is None:
+        agent = await db_async(resolve_agent)(session.agent_id)
     if turn.state in (TurnState.COMPLETE, TurnState.FAILED):
         # The previous attempt finished the turn and died before closing the run:
         # close it now; running the loop again would answer the user twice.
@@ -518,38 +523,46 @@ def _finish_sql() -> str:
     )
 
 
+@functools.cache
+def _settle_sql() -> str:
+    # The run settled and returned with its turn, in one statement; no row when the
+    # lease was lost, or when a run that would pause was stopped meanwhile (the
+    # caller then looks at the row: _finish_sql).
+    columns = select_list(("r", Run), ("t", Turn))
+    return (
+        "UPDATE agents_run r SET status = %(status)s, error = %(error)s, finished_at = %(finished_at)s, "  # noqa: S608
+        "lease_owner = '', lease_expires_at = NULL, cancel_requested = false "
+        "FROM agents_turn t WHERE r.id = %(run)s AND r.lease_owner = %(owner)s AND r.status = %(running)s "
+        f"AND t.id = r.turn_id AND NOT (%(paused)s AND r.cancel_requested) RETURNING {columns}"
+    )
+
+
 @transaction.atomic
 def _finish_run(
     claim: Claim, owner: str, status: str, error: str, pending: list[Any], tools: ToolExecutor | None
 ) -> bool:
-    with prepared_cursor() as cursor:
-        cursor.execute(_finish_sql(), {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING})
-        row = cursor.fetchone()
-    if row is None:
-        return False  # the lease was lost: the run is another worker's now
-    run, run.turn = instances(row, Run, Turn)
-    if status == RunStatus.AWAITING_APPROVAL and run.cancel_requested:
-        finish_unstarted_run(run, RunStatus.CANCELLED, error="stopped by the user")
-        return True
-    now = timezone.now()
     paused = status == RunStatus.AWAITING_APPROVAL
     settled = {
         "status": status,
         "error": error[:5000],
-        "finished_at": None if paused else now,
-        "lease_owner": "",
-        "lease_expires_at": None,
-        "cancel_requested": False,
+        "finished_at": None if paused else timezone.now(),
+        "paused": paused,
     }
+    key = {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING}
     with prepared_cursor() as cursor:
-        cursor.execute(
-            "UPDATE agents_run SET status = %(status)s, error = %(error)s, finished_at = %(finished_at)s, "
-            "lease_owner = %(lease_owner)s, lease_expires_at = %(lease_expires_at)s, "
-            "cancel_requested = %(cancel_requested)s WHERE id = %(run)s",
-            {**settled, "run": run.pk},
-        )
-    for name, value in settled.items():
-        setattr(run, name, value)
+        cursor.execute(_settle_sql(), {**settled, **key})
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(_finish_sql(), key)
+            locked = cursor.fetchone()
+    if row is None:
+        if locked is None:
+            return False  # the lease was lost: the run is another worker's now
+        # Still ours, so it was to pause for approval and was stopped meanwhile.
+        run, run.turn = instances(locked, Run, Turn)
+        finish_unstarted_run(run, RunStatus.CANCELLED, error="stopped by the user")
+        return True
+    run, run.turn = instances(row, Run, Turn)
     # Waiting API calls answer from these rows (the turn was selected with the run).
     notify_run_settled(run.pk, settle_payload(run))
     if paused:

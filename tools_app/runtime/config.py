@@ -92,6 +92,12 @@ def tenant_extensions(tenant_id: int) -> TenantExtensions:
     return loaded
 
 
+def cached_extensions(tenant_id: int, version: int) -> TenantExtensions | None:
+    """The tenant's extensions from this process's cache if they are at ``version``
+    (read by the caller), else None: ask :func:`tenant_extensions`."""
+    return _cache.get(tenant_id, version)
+
+
 def invalidate(tenant_id: int | None = None) -> None:
     """Drop one tenant's cached extensions (or all): this process's half of invalidation."""
     _cache.invalidate(tenant_id)
