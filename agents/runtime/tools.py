@@ -28,9 +28,8 @@ from tools_app.runtime.config import cached_extensions
 
 def session_role(session: Session) -> str:
     """The role the run acts with (``acting_role``), read now."""
-    if session.user_id is None:
-        return acting_role(None, None)
-    return acting_role(session.user_id, member_role(session.tenant_id, session.user_id))
+    user_id = session.user_id
+    return acting_role(user_id, member_role(session.tenant_id, user_id) if user_id is not None else None)
 
 
 def _role_and_extensions(session: Session, agent_id: int) -> tuple[str, Any]:

@@ -515,7 +515,7 @@ def _release_lease(run_id: int, owner: str) -> None:
 
 @functools.cache
 def _finish_sql() -> str:
-    # The run (locked) with its turn: a settled run's waiters read both (settle_payload).
+    # The run (locked) with its turn, when _settle_sql matched no row: is it still ours?
     columns = select_list(("r", Run), ("t", Turn))
     return (
         f"SELECT {columns} FROM agents_run r JOIN agents_turn t ON t.id = r.turn_id "  # noqa: S608
