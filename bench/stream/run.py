@@ -18,7 +18,10 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
    starting it (figures before 2026-11-25 were that second part only); then from the
    run's start to its first text. Measured twice: for the burst (all the messages at
    once), and for ``--probes`` messages sent one at a time, 150 ms apart, while every
-   stream runs (a message arriving on a loaded system; their runs answer in two tokens);
+   stream runs (a message arriving on a loaded system; their runs answer in two tokens).
+   Before the burst, every stream socket sends a message the server refuses at once
+   (no text), all together: its round trip is the **floor** of the burst's queue wait,
+   the frames' way into Daphne's consumers and back with no database work;
 4. **sockets held** by the one Daphne process (target >= 1,000 idle + 200 streaming):
    how many opened, how many were still open at the end, Daphne's RSS;
 5. **memory per active run**: the worker's RSS while the runs stream, minus idle,
@@ -358,6 +361,7 @@ async def client(
                     result.failed = json.dumps(frame["payload"])[:200]
                     return
 
+        refused = await refused_round_trips(stream_sockets)
         watcher = asyncio.ensure_future(watch_worker())
         cpu_before, commits_before, started = cpu_seconds(pids), commits(), time.monotonic()
         sent_wall = time.time()
@@ -394,7 +398,30 @@ async def client(
         "worker_idle_rss": worker_idle_rss,
         "worker_peak_rss": peak_worker_rss,
         "probes_sent": probes_sent,
+        "refused": refused,
     }
+
+
+async def refused_round_trips(sockets: list[Any]) -> list[float]:
+    """Each socket sends, all at the same moment, a message the server refuses at once
+    (no text): from sending to its error frame, in ms. That is the part of the burst's
+    queue wait that is only the frames' way into Daphne's consumers and out again,
+    with no database work."""
+    import aiohttp
+
+    started = time.monotonic()
+
+    async def refused(ws: Any) -> float:
+        while True:
+            message = await ws.receive()
+            if message.type != aiohttp.WSMsgType.TEXT:
+                raise RuntimeError(f"socket closed before its error frame: {message.type}")
+            if json.loads(message.data).get("type") == "error":
+                return (time.monotonic() - started) * 1000
+
+    replies = [asyncio.ensure_future(refused(ws)) for ws in sockets]
+    await asyncio.gather(*(ws.send_str('{"type": "message", "text": ""}') for ws in sockets))
+    return list(await asyncio.gather(*replies))
 
 
 PROBE_SPACING = 0.15  # seconds between the messages sent one at a time
@@ -696,6 +723,11 @@ def main() -> int:
     )
     print(
         f"  then                  run started -> first text p50 {pct(to_text, 50):.0f} ms  p95 {pct(to_text, 95):.0f} ms"
+    )
+    refused = out["refused"]
+    print(
+        f"  floor                 p50 {pct(refused, 50):.1f} ms  p95 {pct(refused, 95):.1f} ms   (a message refused "
+        f"at once, {len(refused)} sent together: the frames' way into Daphne and back, no database)"
     )
     probed = [
         (started - sent) * 1000
