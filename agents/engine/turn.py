@@ -261,6 +261,14 @@ class _Deps:
     cheap_model: ModelSpec | None
     middleware: Sequence[Middleware]
     deliver: Deliver | None
+    system: str | None = None  # the built system prompt (system_prompt)
+
+    def system_prompt(self) -> str:
+        """The turn's system prompt, built once: the loop sends it, and the end of the
+        turn measures it again for compaction (its clock line is the turn's start)."""
+        if self.system is None:
+            self.system = _system_prompt(self.prompt, self.config.prompt_mode)
+        return self.system
 
 
 # ------------------------------------------------------------------ run_turn
@@ -450,7 +458,7 @@ async def _run_loop(
 ) -> TurnResult:
     cfg = deps.config
     model = deps.model
-    system = _system_prompt(deps.prompt, cfg.prompt_mode)
+    system = deps.system_prompt()
     history = build_history(
         state.messages,
         turn_limit=cfg.history_turns,
@@ -560,7 +568,7 @@ async def _finish(
         and result.status in ("completed", "timed_out")
     ):
         session_messages = [*state.messages, *outcome.messages]
-        system = _system_prompt(deps.prompt, deps.config.prompt_mode)
+        system = deps.system_prompt()
         if needs_compaction(
             session_messages,
             context_window=deps.model.context_window,
@@ -693,7 +701,7 @@ async def _compact(
     strategy: str | None,
 ) -> CompactionResult:
     cfg = deps.config
-    system = _system_prompt(deps.prompt, cfg.prompt_mode)
+    system = deps.system_prompt()
     if cfg.memory_flush:
         try:
             flush = await run_memory_flush(

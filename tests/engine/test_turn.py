@@ -522,3 +522,21 @@ async def test_e21_no_title_after_the_first_message() -> None:
 
     with ScriptedProvider([text_turn("ok")]) as provider:
         await turn("again", provider, store=InMemoryRunStore(long_history(1)), save_title=save_title)
+
+
+async def test_a_turn_builds_its_system_prompt_once(monkeypatch: Any) -> None:
+    # The loop sends it and the end of the turn measures it for compaction: one build.
+    import agents.engine.turn as turn_module
+
+    builds: list[str] = []
+
+    def counted(ctx: PromptContext, mode: str = "full") -> str:
+        builds.append(mode)
+        return build_system_prompt(ctx, mode)
+
+    monkeypatch.setattr(turn_module, "build_system_prompt", counted)
+    result, _ = await turn(
+        "hi", ScriptedProvider([text_turn("hello")]), prompt=PromptContext(agent_name="Ada")
+    )
+    assert result.status == "completed"
+    assert builds == ["full"]
