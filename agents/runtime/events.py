@@ -29,9 +29,11 @@ logger = logging.getLogger("claw.runs.events")
 
 TERMINAL_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled"})
 # Events that tell a listener the run has settled (finished, or paused for approval).
-# They are stored at once but relayed only once the worker has written the run's
-# final status (``drain``): whoever reacts to them (an API call in ``wait`` mode, an
-# approval button) finds the run row, and its approval requests, already settled.
+# They are stored in the transaction that writes the run's final status
+# (``store_settling``, from the worker's settle) and relayed only after it (``drain``):
+# whoever reacts to them (an API call in ``wait`` mode, an approval button) finds the
+# run row, and its approval requests, already settled, and the event and the status
+# commit together. A worker that lost the run's lease stores and relays neither.
 SETTLING_EVENTS = TERMINAL_EVENTS | {"approval_needed"}
 DRAIN_SECONDS = 10.0  # how long a finished run waits for its last events to be relayed
 
@@ -100,6 +102,8 @@ class RunEventSink:
         self.seq = last_seq
         self.relay = relay or current_relay()
         self._held: list[tuple[int, int, str, dict[str, Any]]] = []
+        # Settling events not stored yet: (seq, type, payload).
+        self._settling: list[tuple[int, str, dict[str, Any]]] = []
 
     def known_session(self, session_id: Any) -> None:
         """Tell the relay the run's session (it would read it from the database)."""
@@ -108,21 +112,48 @@ class RunEventSink:
             remember(self.run_id, session_id, self.tenant_id)
 
     async def emit(self, event_type: str, payload: dict[str, Any]) -> None:
+        if event_type in SETTLING_EVENTS:
+            self.seq += 1
+            self._settling.append((self.seq, event_type, payload))
+            self._held.append((self.run_id, self.seq, event_type, {**payload, "run_id": self.run_id}))
+            return
         if event_type not in EPHEMERAL_EVENTS:
             self.seq += 1
             await db_async(self._store)(self.seq, event_type, payload)
-        event = (self.run_id, self.seq, event_type, {**payload, "run_id": self.run_id})
-        if event_type in SETTLING_EVENTS:
-            self._held.append(event)
-            return
-        relay_pump(self.relay).push(event)
+        relay_pump(self.relay).push((self.run_id, self.seq, event_type, {**payload, "run_id": self.run_id}))
+
+    def settling_seq(self) -> int:
+        """The number of the last settling event not stored yet (0: none)."""
+        return max((seq for seq, _type, _payload in self._settling), default=0)
+
+    def store_settling(self) -> None:
+        """Store the settling events emitted so far: call in the transaction that
+        settles the run (sync: a database thread), then :meth:`settled` once it
+        committed."""
+        for seq, event_type, payload in self._settling:
+            self._store(seq, event_type, payload)
+
+    def settled(self) -> None:
+        """The run's settle committed, with the settling events stored in it."""
+        self._settling = []
+
+    def drop_settling(self) -> None:
+        """Forget the settling events emitted so far: the run settled otherwise (it
+        was to pause for approval and was stopped meanwhile: its ``run.cancelled``
+        took their place)."""
+        dropped = {seq for seq, _type, _payload in self._settling}
+        self._held = [event for event in self._held if event[1] not in dropped]
+        self._settling = []
 
     async def drain(self) -> None:
-        """Relay the settling events held back, then wait until everything emitted so
-        far has been relayed (end of a run, after its status is written)."""
+        """Relay the settling events held back (those stored: a run whose settle did
+        not commit has none), then wait until everything emitted so far has been
+        relayed (end of a run, after its status is written)."""
         pump = relay_pump(self.relay)
+        unstored = {seq for seq, _type, _payload in self._settling}
         for event in self._held:
-            pump.push(event)
+            if event[1] not in unstored:
+                pump.push(event)
         self._held = []
         try:
             await asyncio.wait_for(pump.flushed(), DRAIN_SECONDS)

@@ -416,7 +416,7 @@ async def _execute_with(
     if not agent.enabled:
         error = f"The agent {agent.name} is disabled."
         await sink.emit("run.failed", {"status": "failed", "error": error})
-        await db_async(_finish_run)(claim, owner, RunStatus.FAILED, error, [], None)
+        await _settle(claim, owner, sink, RunStatus.FAILED, error)
         return RunStatus.FAILED
     base_factory = tools_factory()
     used: list[ToolExecutor] = []
@@ -451,7 +451,7 @@ async def _execute_with(
         error = str(exc)[:500] or type(exc).__name__
         if token.reason != "lease_lost":
             await sink.emit("run.failed", {"status": "failed", "error": error})
-            await db_async(_finish_run)(claim, owner, RunStatus.FAILED, error, [], None)
+            await _settle(claim, owner, sink, RunStatus.FAILED, error)
         return RunStatus.FAILED
     if token.reason == "lease_lost":
         return "lease_lost"
@@ -460,7 +460,7 @@ async def _execute_with(
     pending = list(reply.turn.pending_calls) if reply.turn else []
     if status == RunStatus.FAILED:
         logger.warning("run %s failed: %s", claim.run_id, error)
-    await db_async(_finish_run)(claim, owner, status, error or "", pending, used[0] if used else None)
+    await _settle(claim, owner, sink, status, error or "", pending, used[0] if used else None)
     return str(status)
 
 
@@ -483,7 +483,7 @@ async def _close_finished_turn(claim: Claim, owner: str, turn: Turn, sink: RunEv
     if last not in TERMINAL_EVENTS:
         event = {"completed": "run.completed", "cancelled": "run.cancelled"}.get(status, "run.failed")
         await sink.emit(event, {"status": status, "text": turn.response_text, "error": turn.error})
-    await db_async(_finish_run)(claim, owner, status, turn.error, [], None)
+    await _settle(claim, owner, sink, status, turn.error)
     return str(status)
 
 
@@ -527,26 +527,51 @@ def _finish_sql() -> str:
 def _settle_sql() -> str:
     # The run settled and returned with its turn, in one statement; no row when the
     # lease was lost, or when a run that would pause was stopped meanwhile (the
-    # caller then looks at the row: _finish_sql).
+    # caller then looks at the row: _finish_sql). Its event counter takes in the
+    # settling events stored next in the same transaction (RunEventSink.store_settling).
     columns = select_list(("r", Run), ("t", Turn))
     return (
         "UPDATE agents_run r SET status = %(status)s, error = %(error)s, finished_at = %(finished_at)s, "  # noqa: S608
-        "lease_owner = '', lease_expires_at = NULL, cancel_requested = false "
+        "lease_owner = '', lease_expires_at = NULL, cancel_requested = false, "
+        "event_seq = greatest(r.event_seq, %(seq)s) "
         "FROM agents_turn t WHERE r.id = %(run)s AND r.lease_owner = %(owner)s AND r.status = %(running)s "
         f"AND t.id = r.turn_id AND NOT (%(paused)s AND r.cancel_requested) RETURNING {columns}"
     )
 
 
+async def _settle(
+    claim: Claim,
+    owner: str,
+    sink: RunEventSink,
+    status: str,
+    error: str,
+    pending: list[Any] | None = None,
+    tools: ToolExecutor | None = None,
+) -> None:
+    """Write the run's final status (or its pause), with its settling events."""
+    if await db_async(_finish_run)(claim, owner, status, error, pending or [], tools, sink):
+        sink.settled()
+
+
 @transaction.atomic
 def _finish_run(
-    claim: Claim, owner: str, status: str, error: str, pending: list[Any], tools: ToolExecutor | None
+    claim: Claim,
+    owner: str,
+    status: str,
+    error: str,
+    pending: list[Any],
+    tools: ToolExecutor | None,
+    sink: RunEventSink | None = None,
 ) -> bool:
+    """Settle the run we hold: True once done, False if another worker holds it now.
+    The ``sink``'s settling events are stored in the same transaction."""
     paused = status == RunStatus.AWAITING_APPROVAL
     settled = {
         "status": status,
         "error": error[:5000],
         "finished_at": None if paused else timezone.now(),
         "paused": paused,
+        "seq": sink.settling_seq() if sink is not None else 0,
     }
     key = {"run": claim.run_id, "owner": owner, "running": RunStatus.RUNNING}
     with prepared_cursor() as cursor:
@@ -561,8 +586,12 @@ def _finish_run(
         # Still ours, so it was to pause for approval and was stopped meanwhile.
         run, run.turn = instances(locked, Run, Turn)
         finish_unstarted_run(run, RunStatus.CANCELLED, error="stopped by the user")
+        if sink is not None:
+            sink.drop_settling()
         return True
     run, run.turn = instances(row, Run, Turn)
+    if sink is not None:
+        sink.store_settling()
     # Waiting API calls answer from these rows (the turn was selected with the run).
     notify_run_settled(run.pk, settle_payload(run))
     if paused:
