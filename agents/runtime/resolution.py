@@ -100,7 +100,7 @@ def resolve_agent(agent_id: int) -> ResolvedAgent:
     if version is None:
         invalidate(agent_id)
         raise AgentNotFound(agent_id)
-    hit = _cache.get(agent_id, version)
+    hit = cached_agent(agent_id, version)
     if hit is not None:
         return hit
     resolved = _load(agent_id)

@@ -62,7 +62,7 @@ from agents.runtime.dispatch import RunDispatcher
 from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, cached_agent, resolve_agent
-from agents.runtime.run_facts import FACTS_COLUMNS, facts_columns, facts_from, facts_of, remember_facts
+from agents.runtime.run_facts import FACTS_COLUMNS, RunFacts, facts_columns, facts_from, remember_facts
 from claw_platform.db import db_async, is_database_outage
 from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
@@ -365,7 +365,7 @@ def _load_sql() -> str:
     )
 
 
-def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
+def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool], RunFacts]:
     # The agent comes from resolve_agent (cached), not from this row.
     with prepared_cursor() as cursor:
         cursor.execute(
@@ -379,16 +379,18 @@ def _load(claim: Claim) -> tuple[Session, Turn, dict[str, bool]]:
         )
     session, user, turn = instances(row[:-FACTS_COLUMNS], Session, get_user_model(), Turn)
     session.user = user
-    remember_facts(session, facts_from(row[-FACTS_COLUMNS:]))
+    # The session carries its facts to the run's tools factory (registry_tools).
+    facts = facts_from(row[-FACTS_COLUMNS:])
+    remember_facts(session, facts)
     if not claim.resume:
-        return session, turn, {}  # decisions exist only for a run that paused
+        return session, turn, {}, facts  # decisions exist only for a run that paused
     approvals = {
         call_id: status == ApprovalStatus.APPROVED
         for call_id, status in ApprovalRequest._base_manager.filter(run_id=claim.run_id)
         .exclude(status=ApprovalStatus.PENDING)
         .values_list("call_id", "status")
     }
-    return session, turn, approvals
+    return session, turn, approvals, facts
 
 
 async def _execute(claim: Claim, token: CancelToken, owner: str, ready: Callable[[], None]) -> str:
@@ -404,9 +406,8 @@ async def _execute(claim: Claim, token: CancelToken, owner: str, ready: Callable
 async def _execute_with(
     claim: Claim, token: CancelToken, owner: str, sink: RunEventSink, ready: Callable[[], None]
 ) -> str:
-    session, turn, approvals = await db_async(_load)(claim)
-    facts = facts_of(session)
-    agent = cached_agent(session.agent_id, facts.agent_version) if facts else None
+    session, turn, approvals, facts = await db_async(_load)(claim)
+    agent = cached_agent(session.agent_id, facts.agent_version)
     if agent is None:
         agent = await db_async(resolve_agent)(session.agent_id)
     if turn.state in (TurnState.COMPLETE, TurnState.FAILED):

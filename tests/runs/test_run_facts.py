@@ -11,24 +11,17 @@ import psycopg
 import pytest
 
 from agents.actions.config import do_save_agent_file
-from agents.runtime.tools import registry_tools
 from agents.runtime.worker import execute_run
 from claw_platform.tenancy.models import Membership
 from tests.fakes.fake_llm import Turn as FakeTurn
+from tests.runs import tools as test_tools
 from tests.runs.helpers import new_session
 from tests.runs.test_runs import send
 from tools_app.models import ToolApprovalGrant
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOOLS = "tests.runs.test_run_facts.recording_tools"
-built: list[Any] = []  # the executors the runs built
-
-
-async def recording_tools(agent: Any, session: Any) -> Any:
-    tools = await registry_tools(agent, session)
-    built.append(tools)
-    return tools
+TOOLS = "tests.runs.tools.recording_tools"  # with the other test-only factories
 
 
 @pytest.fixture
@@ -52,7 +45,7 @@ def run_once(ts, fake_llm, session=None, *, before_run: list[str] | None = None)
     if before_run is not None:
         before_run.clear()
     assert execute_run(run.pk, wait=True) == "completed"
-    return built[-1]
+    return test_tools.built[-1]
 
 
 def test_with_warm_caches_the_set_up_reads_its_facts_only_with_the_session(

@@ -61,3 +61,16 @@ async def slow_setup_tools(agent: Any, session: Any) -> FakeToolExecutor:
     finally:
         setups["now"] -= 1
     return FakeToolExecutor()
+
+
+# The executors registry_tools built, for tests that read what a run's set-up saw.
+built: list[Any] = []
+
+
+async def recording_tools(agent: Any, session: Any) -> Any:
+    """The product's tools factory (``registry_tools``), remembering each executor."""
+    from agents.runtime.tools import registry_tools
+
+    tools = await registry_tools(agent, session)
+    built.append(tools)
+    return tools

@@ -84,7 +84,7 @@ def extensions_version(tenant_id: int) -> int:
 def tenant_extensions(tenant_id: int) -> TenantExtensions:
     """The tenant's current extensions (from this process's cache when still current)."""
     version = extensions_version(tenant_id)
-    hit = _cache.get(tenant_id, version)
+    hit = cached_extensions(tenant_id, version)
     if hit is not None:
         return hit
     loaded = load_extensions(tenant_id, version)
