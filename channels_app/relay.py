@@ -77,6 +77,14 @@ class ChannelLayerRelay:
             except KeyError:
                 break
 
+    async def close_loop(self) -> None:
+        """Release what the layer holds on the running event loop (a worker's run
+        loop, before it is closed)."""
+        layer = get_channel_layer(self.layer_alias)
+        close = getattr(layer, "close_loop", None)
+        if close is not None:
+            await close()
+
     async def relay(self, run_id: int, seq: int, event_type: str, payload: dict[str, Any]) -> None:
         await self.relay_many([(run_id, seq, event_type, payload)])
 

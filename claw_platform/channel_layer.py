@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -97,6 +98,14 @@ class _PoolPerLoop(DatabaseLayer):  # type: ignore[misc]
             opening = self._pools[loop] = asyncio.ensure_future(self._open_pool(db_params))
         return await asyncio.shield(opening)
 
+    async def close_loop_pool(self) -> None:
+        """Close this event loop's pool (a loop about to be closed: its pool's
+        worker tasks would be destroyed pending)."""
+        opening = self._pools.pop(asyncio.get_running_loop(), None)
+        if opening is not None:
+            with contextlib.suppress(Exception):
+                await (await opening).close()
+
     async def _open_pool(self, db_params: dict[str, Any]) -> AsyncConnectionPool:
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
             await conn.set_autocommit(True)
@@ -128,6 +137,11 @@ class PostgresChannelLayer(core.PostgresChannelLayer):  # type: ignore[misc]
         self._valid_groups: set[str] = set()
         # A registered channel's loop and queue: its later receives skip the checks.
         self._ready_queues: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Queue[str]]] = {}
+
+    async def close_loop(self) -> None:
+        """Release what this layer holds on the running event loop (its connection
+        pool), before the loop is closed."""
+        await self.django_db.close_loop_pool()
 
     # ------------------------------------------------------------------ receive
 

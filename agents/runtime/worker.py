@@ -59,7 +59,7 @@ from agents.models import (
 from agents.runtime.chat import ToolsFactory, run_started_turn
 from agents.runtime.claims import Claim, claim_run, claim_runs
 from agents.runtime.dispatch import RunDispatcher
-from agents.runtime.events import TERMINAL_EVENTS, RunEventSink
+from agents.runtime.events import TERMINAL_EVENTS, RunEventSink, current_relay
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, cached_agent, resolve_agent
 from agents.runtime.run_facts import FACTS_COLUMNS, RunFacts, facts_columns, facts_from, remember_facts
@@ -276,6 +276,7 @@ class RunSupervisor:
                 task.cancel()
             await asyncio.gather(*self.tasks.values(), return_exceptions=True)
             await close_providers()
+            await _release_loop()
 
         try:
             asyncio.run_coroutine_threadsafe(stop_runs(), self.loop).result(timeout=10)
@@ -290,6 +291,23 @@ class RunSupervisor:
         self.thread.join(timeout=10)
         self.executor.shutdown(wait=False, cancel_futures=True)
         self.loop.close()
+
+
+async def _release_loop() -> None:
+    """Before the run loop closes, as ``asyncio.run`` does: the relay's hold on it
+    (the channel layer's connection pool) released, and every other task cancelled
+    and awaited. A task left pending is destroyed later, during some garbage
+    collection, and logs a traceback there; in CPython 3.11 formatting one inside
+    another thread's ``ast.parse`` breaks it ("AST constructor recursion depth
+    mismatch", seen in the tests after a worker stopped)."""
+    close = getattr(current_relay(), "close_loop", None)
+    if close is not None:
+        await close()
+    current = asyncio.current_task()
+    others = [task for task in asyncio.all_tasks() if task is not current]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
 
 
 class _SetupSlot:

@@ -397,6 +397,23 @@ def test_runs_are_driven_on_the_configured_event_loop(live_agent, fake_llm, sett
         shutdown_supervisor()
 
 
+def test_a_stopped_worker_leaves_no_task_and_no_layer_pool_on_its_loop(live_agent, fake_llm):
+    # A pending task would be destroyed later, logging a traceback in whatever
+    # thread collects it (see worker._release_loop).
+    from channels.layers import get_channel_layer
+
+    fake_llm.script(FakeTurn(text="Relayed."))
+    run = send(new_session(live_agent), "hello", live_agent.member)
+    assert execute_run(run.pk, wait=True) == "completed"
+    loop = supervisor().loop
+    pools = get_channel_layer().django_db._pools
+    assert loop in pools  # the run's events went through the layer from this loop
+    shutdown_supervisor()
+    assert loop.is_closed()
+    assert asyncio.all_tasks(loop) == set()
+    assert loop not in pools
+
+
 def test_a_run_reads_the_tenants_extensions_once_and_its_hooks_apply(
     live_agent, fake_llm, monkeypatch, settings
 ):
