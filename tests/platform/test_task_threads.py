@@ -65,8 +65,11 @@ def test_a_due_schedule_becomes_a_task(threads: TaskThreads) -> None:
         schedule_type=Schedule.ONCE,
         next_run=timezone.now() - timedelta(seconds=1),
     )
-    wait_for(lambda: any(label == "scheduled" for label, _ in sample_tasks.calls))
-    assert Task.objects.filter(func="tests.platform.sample_tasks.record", success=True).count() == 1
+    # The call is recorded before its result is saved: wait for the saved task.
+    saved = Task.objects.filter(func="tests.platform.sample_tasks.record", success=True)
+    wait_for(saved.exists)
+    assert saved.count() == 1
+    assert [label for label, _ in sample_tasks.calls] == ["scheduled"]
 
 
 def test_a_thread_that_ended_is_started_again(threads: TaskThreads) -> None:
