@@ -18,9 +18,5 @@ def freeze_startup_heap() -> None:
     """Collect once, then keep every surviving object out of later collections.
     Objects frozen here are still freed by reference counting; only a reference
     cycle among them, made garbage later, would stay (start-up objects live on)."""
-    import os
-
-    if os.environ.get("NOFREEZE"):
-        return
     gc.collect()
     gc.freeze()
