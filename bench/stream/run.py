@@ -31,7 +31,11 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
    or finishes) the CPU time each spends per relayed token, and the relay latency
    then. Everything shares the machine's cores, the benchmark's own client and token
    server included, so a process that gets cheaper leaves more for the others. ``--timeline`` prints the
-   relay latency second by second (start, steady state and end apart).
+   relay latency second by second (start, steady state and end apart);
+7. **the machine**: how busy its cores were in the steady state, and one core's speed
+   at plain Python, to compare figures taken on different machines. Where a token's
+   CPU goes inside the worker, stage by stage and without the noise of the other
+   processes, is ``token_cost.py``'s.
 
 ``--profile DIR`` writes py-spy folded stacks of Daphne and the worker, for the burst
 of run starts and for the steady state (py-spy is not a dependency: pip install it).
@@ -202,6 +206,32 @@ def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
     return used
 
 
+def machine_busy(before: Any, after: Any) -> str:
+    """How busy all the cores were between two ``psutil.cpu_times()`` (a process can
+    wait for a core while the average shows some idle: see the per-process shares)."""
+    spent = {name: getattr(after, name) - getattr(before, name) for name in after._fields}
+    total = sum(spent.values()) or 1e-9
+    idle = spent.get("idle", 0.0) + spent.get("iowait", 0.0)
+    steal = spent.get("steal", 0.0)
+    return (
+        f"{(total - idle) / total * 100:.0f}% busy over its {os.cpu_count()} cores "
+        f"({spent.get('user', 0) / total * 100:.0f}% user, {spent.get('system', 0) / total * 100:.0f}% system, "
+        f"{steal / total * 100:.0f}% stolen)"
+    )
+
+
+def machine_speed() -> str:
+    """One core's speed at plain Python, to compare figures across machines and
+    hours: the same machine has been seen to differ by 2-3x from one hour to the next.
+    (A loop in a function: a loop typed at the interpreter's top level takes ~3x
+    longer, its variables being globals.)"""
+    started = time.perf_counter()
+    total = 0
+    for n in range(10_000_000):
+        total += n
+    return f"a 10M-addition Python loop takes {time.perf_counter() - started:.2f} s"
+
+
 def commits() -> int:
     from django.db import connection
 
@@ -306,6 +336,7 @@ async def client(
             if key not in steady:
                 steady[key] = (time.monotonic(), cpu_seconds(pids), sum(len(r.latencies_ms) for r in results))
                 steady[f"{key}_wall"] = time.time()
+                steady[f"{key}_machine"] = psutil.cpu_times()
                 if key == "start" and profile is not None:
                     start_profiles(profile, "steady", {"daphne": pids["daphne"], "worker": worker_pid})
                 if key == "start" and probe_sockets:
@@ -453,10 +484,11 @@ def start_profiles(directory: Path, phase: str, pids: dict[str, int], seconds: i
                     "-d",
                     str(seconds),
                     "-r",
-                    "200",
+                    "400",
                     "-f",
                     "raw",
                     "--nonblocking",
+                    "--gil",
                     "-o",
                     str(directory / f"{phase}-{name}.folded"),
                 ],
@@ -774,7 +806,9 @@ def main() -> int:
             f"  relay latency then    p50 {pct(during, 50):.1f} ms  p95 {pct(during, 95):.1f} ms  "
             f"p99 {pct(during, 99):.1f} ms  ({len(during)} tokens, all {args.streams} streams running)"
         )
+        print(f"  the machine then      {machine_busy(steady['start_machine'], steady['end_machine'])}")
     print(f"CPU while streaming     {shares} (of one core; the machine has {os.cpu_count()})")
+    print(f"machine speed           {machine_speed()}")
     if args.timeline:
         print_timeline(results)
     return 0
