@@ -221,10 +221,9 @@ def machine_busy(before: Any, after: Any) -> str:
 
 
 def machine_speed() -> str:
-    """One core's speed at plain Python, to compare figures across machines and
-    hours: the same machine has been seen to differ by 2-3x from one hour to the next.
-    (A loop in a function: a loop typed at the interpreter's top level takes ~3x
-    longer, its variables being globals.)"""
+    """One core's speed at plain Python, to compare figures taken on different
+    machines. (A loop in a function: the same loop typed at the interpreter's top
+    level takes ~2.5x longer, its variables being globals.)"""
     started = time.perf_counter()
     total = 0
     for n in range(10_000_000):
