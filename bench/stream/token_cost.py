@@ -14,8 +14,10 @@ before is what that stage adds:
 1. ``http read``: aiohttp reads the response body as it arrives (one chunk a token);
 2. ``sse decode``: the same, decoded into server-sent events (``sse_source``);
 3. ``provider``: ``OpenAICompatProvider.stream`` -- the events parsed into text deltas,
-   the read deadline, the retry layer;
-4. ``engine + relay``: what a run does with each delta -- the stream accumulator, the
+   the read deadline, the retry layer, and each call's request set-up (httpx over its
+   own aiohttp pool, the body encoded), spread over the call's tokens;
+4. ``engine + relay``: what a run does with each delta (as the engine's
+   ``_LoopRun._consume`` does it: keep this stage in step with it) -- the stream accumulator, the
    delta coalescer, the run's event sink and the relay pump, and the channel-layer
    relay building each message (its frame encoded, the message serialized as the
    PostgreSQL layer does) for a layer that does not write it (no database here).
