@@ -4,10 +4,18 @@ the per-tenant and global limits (R1, R4, S6).
 A claim is one short transaction under an advisory lock, so two workers never count
 the same free slot; a burst of new runs is claimed in one transaction (the
 dispatcher's, ``agents.runtime.dispatch``; the task queue claims one at a time).
+
+Several workers share a burst by their free room: a dispatcher's claim takes its
+share (:func:`claim_share_on`), and the workers it shares with are the others whose
+dispatcher is listening to the same database now (its LISTEN connection's
+``application_name``, :func:`dispatcher_application_name`: no table to keep, and a
+dead worker's connection is gone with it). Without it the first worker to hear of a
+burst took all of it, up to its own limit, while the others idled.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,10 +42,17 @@ class Claim:
 
 
 # One statement claims a batch: which of the runs are claimable (oldest first, one per
-# session, within the limits, counting the ones claimed earlier in the batch), the
-# claim itself, whether each run resumes (its turn already has messages), and the
-# checkpoint fix. A candidate is locked (SKIP LOCKED: another worker's claim of it is
-# under way) before it is counted.
+# session, within the limits, counting the ones claimed earlier in the batch), how
+# many of them are this worker's share, the claim itself, whether each run resumes
+# (its turn already has messages), and the checkpoint fix. A candidate is locked
+# (SKIP LOCKED: another worker's claim of it is under way) before it is counted.
+#
+# The share (with a ``tag``; without one, all up to ``limit``): the batch is split in
+# proportion to the workers' free room as it was before the batch, whichever worker
+# claims first. So the batch's runs other workers claimed already (``taken``) count
+# back, both in the batch and in their room: with two idle workers of 50, a batch of
+# 30 is 15 each in either order. The last row is not a claim: it says how many
+# claimable runs were left to the other workers.
 _CLAIM_SQL = """
 WITH cand AS (
     SELECT r.id, r.tenant_id FROM agents_run r
@@ -59,10 +74,34 @@ WITH cand AS (
             + (SELECT count(*) FROM busy WHERE busy.tenant_id = c.tenant_id) AS tenant_load,
         row_number() OVER (ORDER BY c.id) + (SELECT count(*) FROM busy) AS load
     FROM cand c
+), eligible AS (
+    SELECT id FROM ranked WHERE tenant_load <= %(per_tenant)s AND load <= %(global)s
+), peers AS (
+    SELECT DISTINCT split_part(application_name, ' ', 3) AS tag,
+        split_part(application_name, ' ', 2)::int AS capacity
+    FROM pg_stat_activity
+    WHERE %(tag)s::text IS NOT NULL AND datname = current_database()
+      AND application_name ~ '^claw-dispatch [0-9]{1,6} [0-9a-f]{12}$'
+      AND split_part(application_name, ' ', 3) <> %(tag)s::text
+), peer_load AS (
+    SELECT left(md5(w.lease_owner), 12) AS tag, count(*) AS n FROM agents_run w
+    WHERE w.status = 'running' AND EXISTS (SELECT 1 FROM peers)
+    GROUP BY 1
+), peer_room AS (
+    SELECT coalesce(sum(greatest(p.capacity - coalesce(l.n, 0), 0)), 0) AS room
+    FROM peers p LEFT JOIN peer_load l ON l.tag = p.tag
+), taken AS (
+    SELECT count(*) AS n FROM agents_run t
+    WHERE t.id = ANY(%(runs)s) AND t.status = 'running' AND t.lease_owner <> %(owner)s
+      AND t.lease_expires_at >= now()
+), share AS (
+    SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM peers) THEN %(limit)s
+        ELSE least(%(limit)s, ceil(((SELECT count(*) FROM eligible) + t.n) * %(limit)s::numeric
+                                   / (%(limit)s + t.n + r.room))::int)
+        END AS n
+    FROM taken t, peer_room r
 ), chosen AS (
-    SELECT id FROM ranked
-    WHERE tenant_load <= %(per_tenant)s AND load <= %(global)s
-    ORDER BY id LIMIT %(limit)s
+    SELECT id FROM eligible ORDER BY id LIMIT (SELECT n FROM share)
 ), claimed AS (
     UPDATE agents_run r SET status = 'running', attempt = r.attempt + 1, lease_owner = %(owner)s,
         lease_expires_at = now() + make_interval(secs => %(lease)s), heartbeat_at = now(),
@@ -78,7 +117,10 @@ WITH cand AS (
     FROM claimed cl JOIN agents_turn tu ON tu.id = cl.turn_id JOIN agents_thread t ON t.id = tu.thread_id
     WHERE NOT cl.resume AND c.thread_id = tu.thread_id AND c.number = tu.number
 )
-SELECT id, tenant_id, session_id, turn_id, attempt, event_seq, resume FROM claimed ORDER BY id
+SELECT id, tenant_id, session_id, turn_id, attempt, event_seq, resume FROM claimed
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, (SELECT count(*) FROM eligible) - (SELECT count(*) FROM chosen), NULL
+ORDER BY id NULLS LAST
 """
 
 
@@ -87,14 +129,28 @@ SELECT id, tenant_id, session_id, turn_id, attempt, event_seq, resume FROM claim
 _LOCK_SQL = f"SELECT pg_advisory_xact_lock(%s), {GENERIC_PLANS}"
 
 
-def claim_params(owner: str) -> dict[str, Any]:
-    """The parameters of ``_CLAIM_SQL`` but the runs and the limit."""
+def claim_params(owner: str, *, share: bool = False) -> dict[str, Any]:
+    """The parameters of ``_CLAIM_SQL`` but the runs and the limit; with ``share``,
+    its claims take this worker's share of the batch (the dispatcher's)."""
     return {
         "owner": owner[:200],
         "lease": float(settings.CLAW_RUN_LEASE_SECONDS),
         "per_tenant": settings.CLAW_RUNS_PER_TENANT,
         "global": settings.CLAW_RUNS_GLOBAL,
+        "tag": dispatcher_tag(owner) if share else None,
     }
+
+
+def dispatcher_tag(owner: str) -> str:
+    """A short name for ``owner`` that its runs' ``lease_owner`` gives in SQL too
+    (``left(md5(lease_owner), 12)``)."""
+    return hashlib.md5(owner[:200].encode(), usedforsecurity=False).hexdigest()[:12]
+
+
+def dispatcher_application_name(owner: str, capacity: int) -> str:
+    """The ``application_name`` of ``owner``'s dispatcher connection: how the other
+    workers' claims know it is there, and how many runs it holds at most."""
+    return f"claw-dispatch {min(capacity, 999_999)} {dispatcher_tag(owner)}"
 
 
 def claim_run(run_id: int, owner: str) -> Claim | None:
@@ -110,7 +166,7 @@ def claim_runs(run_ids: list[int], owner: str, *, limit: int) -> list[Claim]:
     with transaction.atomic(), prepared_cursor() as cursor:
         cursor.execute(_LOCK_SQL, [_CLAIM_LOCK_KEY])
         cursor.execute(_CLAIM_SQL, {**claim_params(owner), "runs": sorted(set(run_ids)), "limit": limit})
-        return [Claim(*row) for row in cursor.fetchall()]
+        return _claims(cursor.fetchall())[0]
 
 
 async def claim_runs_on(
@@ -119,12 +175,25 @@ async def claim_runs_on(
     """Claim whichever of ``run_ids`` are claimable, oldest first, at most ``limit``,
     in one transaction on ``conn`` (an autocommit connection of the caller's): a
     burst of runs costs one short lock and one statement, not one per run."""
+    return (await claim_share_on(conn, run_ids, params, limit=limit))[0]
+
+
+async def claim_share_on(
+    conn: psycopg.AsyncConnection[Any], run_ids: list[int], params: dict[str, Any], *, limit: int
+) -> tuple[list[Claim], int]:
+    """:func:`claim_runs_on`, and how many claimable runs were left to the other
+    workers (their share, when ``params`` has this worker's tag)."""
     async with conn.transaction():
         await conn.execute(_LOCK_SQL, [_CLAIM_LOCK_KEY], prepare=True)
         cursor = await conn.execute(
             _CLAIM_SQL, {**params, "runs": sorted(set(run_ids)), "limit": limit}, prepare=True
         )
-        return [Claim(*row) for row in await cursor.fetchall()]
+        return _claims(await cursor.fetchall())
+
+
+def _claims(rows: list[Any]) -> tuple[list[Claim], int]:
+    *claims, (*_, left, _resume) = rows
+    return [Claim(*row) for row in claims], int(left)
 
 
 # Queued runs and runs whose lease expired, oldest first: what a worker that just

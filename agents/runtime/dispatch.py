@@ -9,12 +9,18 @@ listens, one claims), so a claim never waits behind the run loop: when two hundr
 runs start at once, that loop is busy setting them up and streaming, and its
 database threads are queued with their reads; a claim made there waited for all of
 it. Claimed runs are handed to the supervisor's loop.
+
+With several workers, each claims its share of a burst (``agents.runtime.claims``:
+in proportion to their free room), and the share it left to the others is its own
+after ``SHARE_GRACE_SECONDS`` if they have not claimed it by then (a worker whose
+connection is up but whose process is stuck, or full after all).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable
@@ -24,23 +30,42 @@ import psycopg
 from django.conf import settings
 
 from agents.actions.runs import RUN_NOTIFY_CHANNEL
-from agents.runtime.claims import CLAIMABLE_SQL, Claim, claim_params, claim_runs_on
+from agents.runtime.claims import (
+    CLAIMABLE_SQL,
+    Claim,
+    claim_params,
+    claim_share_on,
+    dispatcher_application_name,
+)
 from claw_platform.db import listen_connection_params
 from claw_platform.prepared import prepare_threshold
 
 logger = logging.getLogger("claw.runs.dispatch")
 
+# How long the runs a claim left to the other workers wait for them before this
+# worker claims them too.
+SHARE_GRACE_SECONDS = 0.2
+
 
 class RunDispatcher:
     """Listens for new runs and claims them for ``owner``; ``room()`` says how many
-    more runs this worker takes, ``start(claim)`` hands one over (from this thread)."""
+    more runs this worker takes (of ``capacity``, ``CLAW_RUNS_PER_WORKER`` unless
+    given), ``start(claim)`` hands one over (from this thread)."""
 
-    def __init__(self, owner: str, room: Callable[[], int], start: Callable[[Claim], None]) -> None:
+    def __init__(
+        self,
+        owner: str,
+        room: Callable[[], int],
+        start: Callable[[Claim], None],
+        capacity: int | None = None,
+    ) -> None:
         self.owner = owner
         self.room = room
         self.start = start
+        self.capacity = settings.CLAW_RUNS_PER_WORKER if capacity is None else capacity
         self.loop = asyncio.new_event_loop()
-        self._wanted: set[int] = set()
+        self._wanted: set[int] = set()  # to claim this worker's share of
+        self._overdue: set[int] = set()  # left to the others, not claimed by them in time
         self._claimer: asyncio.Task[None] | None = None
         self._claim_conn: psycopg.AsyncConnection[Any] | None = None
         self._main: asyncio.Future[None] | None = None
@@ -61,7 +86,11 @@ class RunDispatcher:
         self.thread.join(timeout=10)
 
     async def _listen(self) -> None:
-        params = listen_connection_params()
+        # Its name tells the other workers' claims that this one is there (and its size).
+        params = {
+            **listen_connection_params(),
+            "application_name": dispatcher_application_name(self.owner, self.capacity),
+        }
         failures = 0
         while True:
             try:
@@ -86,28 +115,35 @@ class RunDispatcher:
                 )
                 await asyncio.sleep(delay)
 
-    def _want(self, run_ids: list[int]) -> None:
-        self._wanted.update(run_ids)
-        if self._wanted and (self._claimer is None or self._claimer.done()):
+    def _want(self, run_ids: list[int], *, share: bool = True) -> None:
+        (self._wanted if share else self._overdue).update(run_ids)
+        if (self._wanted or self._overdue) and (self._claimer is None or self._claimer.done()):
             self._claimer = self.loop.create_task(self._claim_wanted())
 
     async def _claim_wanted(self) -> None:
         # Notifications that arrive while a claim is in flight join the next batch.
-        while self._wanted:
+        while self._wanted or self._overdue:
             room = self.room()
             if room <= 0:
                 # Full: they stay queued for the task queue, a freed slot or the sweeper.
                 self._wanted.clear()
+                self._overdue.clear()
                 return
-            batch = sorted(self._wanted)[: room * 2]
-            self._wanted.difference_update(batch)
+            share = not self._overdue
+            pending = self._wanted if share else self._overdue
+            batch = sorted(pending)[: room * 2]
+            pending.difference_update(batch)
             try:
-                claims = await self._claim(batch, room)
+                claims, left = await self._claim(batch, room, share=share)
             except Exception:
                 logger.exception("claiming runs %s failed; the task queue will deliver them", batch)
                 continue
             for claim in claims:
                 self.start(claim)
+            if share and left and len(claims) < room:
+                claimed = {claim.run_id for claim in claims}
+                rest = [run_id for run_id in batch if run_id not in claimed]
+                self.loop.call_later(SHARE_GRACE_SECONDS, functools.partial(self._want, rest, share=False))
 
     async def _claim_connection(self) -> psycopg.AsyncConnection[Any]:
         if self._claim_conn is None or self._claim_conn.closed:
@@ -116,10 +152,10 @@ class RunDispatcher:
             )
         return self._claim_conn
 
-    async def _claim(self, run_ids: list[int], limit: int) -> list[Claim]:
+    async def _claim(self, run_ids: list[int], limit: int, *, share: bool) -> tuple[list[Claim], int]:
         conn = await self._claim_connection()
         try:
-            return await claim_runs_on(conn, run_ids, claim_params(self.owner), limit=limit)
+            return await claim_share_on(conn, run_ids, claim_params(self.owner, share=share), limit=limit)
         except psycopg.OperationalError:
             # A database restart broke it: the next batch opens a new one.
             await conn.close()

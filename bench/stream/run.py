@@ -25,7 +25,9 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
 4. **sockets held** by the one Daphne process (target >= 1,000 idle + 200 streaming):
    how many opened, how many were still open at the end, Daphne's RSS;
 5. **memory per active run**: the worker's RSS while the runs stream, minus idle,
-   divided by the number of runs; and PostgreSQL's load (commits/s) meanwhile;
+   divided by the number of runs (with ``--workers``, the first worker's, divided by
+   the streams it ran; how the streams split between the workers is printed); and
+   PostgreSQL's load (commits/s) meanwhile;
 6. **CPU**: each process's share while streaming, and in the steady state (from the
    moment every stream has relayed a token until the first one ends: no run starts
    or finishes) the CPU time each spends per relayed token, and the relay latency
@@ -174,6 +176,14 @@ def tree_rss(pid: int) -> int:
         return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
     except psutil.NoSuchProcess:
         return 0
+
+
+def tree_pids(pid: int) -> set[int]:
+    try:
+        root = psutil.Process(pid)
+        return {pid, *(p.pid for p in root.children(recursive=True))}
+    except psutil.NoSuchProcess:
+        return set()
 
 
 def postgres_cpu_seconds() -> float:
@@ -340,8 +350,11 @@ async def client(
                     start_profiles(profile, "steady", {"daphne": pids["daphne"], "worker": worker_pid})
                 if key == "start" and probe_sockets:
                     probing.append(asyncio.ensure_future(send_probes()))
+                if key == "start":
+                    holders.append(asyncio.ensure_future(asyncio.to_thread(runs_by_worker, stream_ids)))
 
         probing: list[asyncio.Future[None]] = []
+        holders: list[asyncio.Future[dict[int, int]]] = []  # which worker holds each stream's run
 
         async def send_probes() -> None:
             # One message at a time while every stream streams (the steady state):
@@ -424,6 +437,7 @@ async def client(
         "elapsed": elapsed,
         "cpu": {name: cpu_after[name] - cpu_before[name] for name in cpu_after},
         "steady": steady,
+        "runs_by_pid": await holders[0] if holders else {},
         "pg_commits": commits_after - commits_before,
         "worker_idle_rss": worker_idle_rss,
         "worker_peak_rss": peak_worker_rss,
@@ -507,6 +521,26 @@ def run_times(session_ids: list[str]) -> dict[str, tuple[float | None, float | N
         .values_list("session_id", "created_at", "started_at")
     )
     return {str(sid): (c.timestamp(), s.timestamp() if s else None) for sid, c, s in rows}
+
+
+def runs_by_worker(session_ids: list[str]) -> dict[int, int]:
+    """How many of the streams' runs each worker process holds now, by its pid (a
+    running run's lease owner is ``host:pid:tag``)."""
+    from django.db.models import Count
+
+    from agents.models import Run
+
+    rows = (
+        Run.objects.unscoped()
+        .filter(session_id__in=session_ids, status="running")
+        .values_list("lease_owner")
+        .annotate(n=Count("id"))
+    )
+    counts: dict[int, int] = {}
+    for owner, n in rows:
+        pid = int(owner.split(":")[-2]) if owner.count(":") >= 2 else 0
+        counts[pid] = counts.get(pid, 0) + n
+    return counts
 
 
 def unfinished(session_ids: list[str]) -> list[str]:
@@ -649,11 +683,13 @@ def main() -> int:
         wait_http(f"{url}/healthz")
         time.sleep(2)  # the worker cluster forks its processes
         web_idle_rss = tree_rss(web.pid)
+        worker_pids = [tree_pids(p.pid) for p in processes[2:]]
         pids = {
             "worker": worker.pid,
             "daphne": web.pid,
             "token server": _tokens_proc.pid,
             "client": os.getpid(),
+            **{f"worker {n + 2}": p.pid for n, p in enumerate(processes[3:])},
         }
         # This process made the fixtures (Django, 1,200 users): the client's own full
         # collections would walk all of that and stall every frame it times.
@@ -678,6 +714,7 @@ def main() -> int:
         )
         web_rss = tree_rss(web.pid)
         runs = run_times(stream_ids + probe_ids)
+        per_worker = [sum(n for pid, n in out["runs_by_pid"].items() if pid in tree) for tree in worker_pids]
         stuck = unfinished(
             [
                 sid
@@ -778,10 +815,14 @@ def main() -> int:
     print(
         f"Daphne RSS              {web_idle_rss / MB:.0f} MB idle -> {web_rss / MB:.0f} MB with all sockets"
     )
-    per_run = (out["worker_peak_rss"] - out["worker_idle_rss"]) / max(args.streams, 1)
+    if args.workers > 1:
+        print(f"streams per worker      {' / '.join(str(n) for n in per_worker)}")
+    first_runs = per_worker[0] if args.workers > 1 else args.streams
+    per_run = (out["worker_peak_rss"] - out["worker_idle_rss"]) / max(first_runs, 1)
     print(
         f"worker RSS              {out['worker_idle_rss'] / MB:.0f} MB idle -> {out['worker_peak_rss'] / MB:.0f} MB "
         f"peak: {per_run / 1024:.0f} KB per active run"
+        + (f" (its {per_worker[0]} streams)" if args.workers > 1 else "")
     )
     print(f"PostgreSQL meanwhile    {out['pg_commits'] / out['elapsed']:.0f} commits/s")
     shares = ", ".join(f"{name} {used / out['elapsed'] * 100:.0f}%" for name, used in out["cpu"].items())
