@@ -170,20 +170,20 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+def process_tree(pid: int) -> list[psutil.Process]:
+    """The process and its descendants (none if it is gone)."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
 def tree_rss(pid: int) -> int:
     try:
-        root = psutil.Process(pid)
-        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+        return sum(p.memory_info().rss for p in process_tree(pid))
     except psutil.NoSuchProcess:
         return 0
-
-
-def tree_pids(pid: int) -> set[int]:
-    try:
-        root = psutil.Process(pid)
-        return {pid, *(p.pid for p in root.children(recursive=True))}
-    except psutil.NoSuchProcess:
-        return set()
 
 
 def postgres_cpu_seconds() -> float:
@@ -683,7 +683,7 @@ def main() -> int:
         wait_http(f"{url}/healthz")
         time.sleep(2)  # the worker cluster forks its processes
         web_idle_rss = tree_rss(web.pid)
-        worker_pids = [tree_pids(p.pid) for p in processes[2:]]
+        worker_pids = [{p.pid for p in process_tree(proc.pid)} for proc in processes[2:]]
         pids = {
             "worker": worker.pid,
             "daphne": web.pid,
