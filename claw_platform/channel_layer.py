@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -102,9 +101,12 @@ class _PoolPerLoop(DatabaseLayer):  # type: ignore[misc]
         """Close this event loop's pool (a loop about to be closed: its pool's
         worker tasks would be destroyed pending)."""
         opening = self._pools.pop(asyncio.get_running_loop(), None)
-        if opening is not None:
-            with contextlib.suppress(Exception):
-                await (await opening).close()
+        if opening is None:
+            return
+        try:
+            await (await opening).close()
+        except Exception as exc:  # a pool that never opened, a database already gone
+            logger.warning("closing the channel layer's connection pool failed: %s", exc)
 
     async def _open_pool(self, db_params: dict[str, Any]) -> AsyncConnectionPool:
         async def configure(conn: psycopg.AsyncConnection[Any]) -> None:

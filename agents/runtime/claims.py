@@ -192,8 +192,10 @@ async def claim_share_on(
 
 
 def _claims(rows: list[Any]) -> tuple[list[Claim], int]:
-    *claims, (*_, left, _resume) = rows
-    return [Claim(*row) for row in claims], int(left)
+    """The claims, and the count the statement's last row (no claim) carries in its
+    ``event_seq`` column: the claimable runs left to the other workers."""
+    *claims, last = rows
+    return [Claim(*row) for row in claims], int(last[5])
 
 
 # Queued runs and runs whose lease expired, oldest first: what a worker that just
