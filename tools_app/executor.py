@@ -25,6 +25,7 @@ from claw_platform.versioned_cache import VersionedCache
 from tools_app.context import TOOL_CONTEXT_KEY, ToolContext
 from tools_app.policy.approval import AgentPolicy, ApprovalPolicy, ToolRule, arguments_digest
 from tools_app.registry import RegistryToolExecutor, Tool, ToolSet
+from tools_app.sandbox.operator import capped_network
 
 logger = logging.getLogger("claw.tools.executor")
 
@@ -221,7 +222,8 @@ def load_run_tools(
         depth=session.depth,
         timezone=agent.timezone,
         shell_timeout=float(config.shell_timeout_seconds) if config else 60.0,
-        shell_network=bool(config.shell_network) if config else False,
+        # The operator's cap, also over rows saved before it was set (issue 21).
+        shell_network=capped_network(bool(config.shell_network)) if config else False,
         max_file_bytes=int(config.max_file_bytes) if config else 1_000_000,
         file_size_limit=int(config.workspace_quota_mb) * 1_000_000 if config else 500_000_000,
         execution_for=execution_resolver(policy),
