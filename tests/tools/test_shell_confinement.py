@@ -494,3 +494,36 @@ def test_claw_doctor_fails_on_a_host_shell(tmp_path):
     refused = line_for(run_doctor({**env, "CLAW_SHELL_HOST": "refuse"}).stdout, "shell sandbox")
     assert refused.startswith("✓")
     assert "none: shell refused" in refused
+
+
+def _slirp_children() -> list[Any]:
+    import psutil
+
+    return [p for p in psutil.Process().children(recursive=True) if p.name() == "slirp4netns"]
+
+
+def test_a_networked_command_leaves_nothing_running_when_it_ends_or_is_cancelled(tenant_a, settings):
+    import asyncio
+
+    from agents.engine.types import ToolCallPart
+
+    needs_sandbox_network()
+    settings.CLAW_SHELL_NETWORK = "allow"
+    configure(tenant_a.agent, shell_network=True, shell_timeout_seconds=30)
+    tool_setting(tenant_a.agent, "bash", approval_mode="auto")
+    run = Run(tenant_a.agent, tenant_a.member)
+    assert not run.call("bash", command="true").is_error
+    assert _slirp_children() == []
+
+    async def cancelled() -> Any:
+        task = asyncio.ensure_future(
+            run.executor.execute(ToolCallPart("c", "bash", {"command": "sleep 20"}), run.ctx)
+        )
+        await asyncio.sleep(1)
+        assert len(_slirp_children()) == 1  # the command's network, while it runs
+        run.ctx.cancel.cancel("stop")
+        return await asyncio.wait_for(task, 10)
+
+    result = asyncio.run(cancelled())
+    assert result.error_type == "cancelled"
+    assert _slirp_children() == []

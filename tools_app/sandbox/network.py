@@ -34,6 +34,7 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -135,6 +136,8 @@ class SandboxNetwork:
 
     process: asyncio.subprocess.Process
     exit_fd: int
+    # Drains slirp4netns's stderr (a full pipe would stall it), keeping the end.
+    stderr_tail: asyncio.Future[bytes]
     _closed: bool = field(default=False, repr=False)
 
     async def close(self) -> None:
@@ -149,16 +152,59 @@ class SandboxNetwork:
             with contextlib.suppress(ProcessLookupError):
                 self.process.kill()
             await self.process.wait()
+        with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(self.stderr_tail, 1)
+
+    async def failure(self) -> str:
+        """Why it failed, from its last line of stderr (ends it first)."""
+        await self.close()
+        tail = (
+            self.stderr_tail.result() if self.stderr_tail.done() and not self.stderr_tail.cancelled() else b""
+        )
+        last = tail.decode(errors="replace").strip().splitlines()[-1:]
+        return last[0] if last else "no reason given"
+
+
+async def _tail(stream: asyncio.StreamReader | None, keep: int = 2_000) -> bytes:
+    kept = b""
+    if stream is None:
+        return kept
+    while chunk := await stream.read(4096):
+        kept = (kept + chunk)[-keep:]
+    return kept
+
+
+async def read_pipe(fd: int, *, complete: Callable[[bytes], bool]) -> bytes:
+    """Read the pipe ``fd`` until ``complete(data)`` or its end. Takes ``fd`` over:
+    it is closed when this returns. Read on the event loop, not in a thread, so a
+    cancelled read (a timeout) leaves no reader behind on a closed descriptor."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(fd, "rb", buffering=0)
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except BaseException:
+        pipe.close()
+        raise
+    try:
+        data = b""
+        while not complete(data):
+            chunk = await reader.read(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+    finally:
+        transport.close()
 
 
 async def attach_network(child_pid: int) -> SandboxNetwork:
     """Give the sandbox whose first process is ``child_pid`` its own outbound
-    network (see the module docs). Raises :class:`NetworkUnavailable`."""
+    network (see the module docs). Raises :class:`NetworkUnavailable`; whatever
+    goes wrong (a cancel too), no slirp4netns is left running."""
     tools = network_tools()
     if tools is None:
         raise NetworkUnavailable(f"missing: {missing_tools_text()}")
-    ready_read, ready_write = os.pipe()
-    exit_read, exit_write = os.pipe()
     if os.geteuid() == 0:
         # slirp4netns confines itself too (its own mount namespace, capabilities dropped).
         target = ["--enable-sandbox", str(child_pid)]
@@ -170,6 +216,8 @@ async def attach_network(child_pid: int) -> SandboxNetwork:
             "--netns-type=path",
             f"/proc/{child_pid}/ns/net",
         ]
+    ready_read, ready_write = os.pipe()
+    exit_read, exit_write = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
             tools.slirp4netns,
@@ -185,30 +233,26 @@ async def attach_network(child_pid: int) -> SandboxNetwork:
             stderr=subprocess.PIPE,
             pass_fds=(ready_write, exit_read),
         )
-    except OSError as exc:
-        for fd in (ready_read, ready_write, exit_read, exit_write):
+    except BaseException as exc:
+        for fd in (ready_read, exit_write):
             os.close(fd)
-        raise NetworkUnavailable(f"slirp4netns did not start ({exc.strerror})") from None
-    os.close(ready_write)
-    os.close(exit_read)
-    network = SandboxNetwork(process, exit_write)
-    try:
-        ready = await asyncio.wait_for(asyncio.to_thread(os.read, ready_read, 1), SETUP_TIMEOUT)
-    except TimeoutError:
-        ready = b""
+        if isinstance(exc, OSError):
+            raise NetworkUnavailable(f"slirp4netns did not start ({exc.strerror})") from None
+        raise
     finally:
-        os.close(ready_read)
-    if ready != b"1":
-        await network.close()
-        detail = b""
-        if process.stderr is not None:
-            with contextlib.suppress(asyncio.TimeoutError):
-                detail = await asyncio.wait_for(process.stderr.read(2000), 1)
-        last = detail.decode(errors="replace").strip().splitlines()[-1:] or ["no reason given"]
-        raise NetworkUnavailable(f"slirp4netns failed: {last[0]}")
+        os.close(ready_write)
+        os.close(exit_read)
+    network = SandboxNetwork(process, exit_write, asyncio.ensure_future(_tail(process.stderr)))
     try:
+        try:
+            async with asyncio.timeout(SETUP_TIMEOUT):
+                ready = await read_pipe(ready_read, complete=bool)
+        except TimeoutError:
+            ready = b""
+        if ready != b"1":
+            raise NetworkUnavailable(f"slirp4netns failed: {await network.failure()}")
         await _configure(tools, child_pid, blocked_networks())
-    except NetworkUnavailable:
+    except BaseException:
         await network.close()
         raise
     return network
@@ -216,10 +260,10 @@ async def attach_network(child_pid: int) -> SandboxNetwork:
 
 async def _configure(tools: NetworkTools, child_pid: int, blocked: list[str]) -> None:
     """The tap device's address and route, and ``prohibit`` routes for ``blocked``,
-    in the sandbox's namespace, set from outside it. Root
-    administers every namespace as it is; another user joins the sandbox's user
-    namespace too, and keeps CAP_NET_ADMIN across the exec of ``ip`` as an ambient
-    capability (its uid there is not 0, so the exec would drop it otherwise)."""
+    in the sandbox's namespace, set from outside it. Root administers every
+    namespace as it is; another user joins the sandbox's user namespace too, and
+    keeps CAP_NET_ADMIN across the exec of ``ip`` as an ambient capability (its uid
+    there is not 0, so the exec would drop it otherwise)."""
     argv = [tools.nsenter, f"--target={child_pid}"]
     if os.geteuid() != 0 and os.readlink(f"/proc/{child_pid}/ns/user") != os.readlink("/proc/self/ns/user"):
         argv += ["--user", "--preserve-credentials", "--net", tools.setpriv]
@@ -242,11 +286,13 @@ async def _configure(tools: NetworkTools, child_pid: int, blocked: list[str]) ->
         raise NetworkUnavailable(f"nsenter did not start ({exc.strerror})") from None
     try:
         _, errors = await asyncio.wait_for(process.communicate(batch), SETUP_TIMEOUT)
-    except TimeoutError:
+    except BaseException as exc:
         with contextlib.suppress(ProcessLookupError):
             process.kill()
         await process.wait()
-        raise NetworkUnavailable("setting up its network timed out") from None
+        if isinstance(exc, TimeoutError):
+            raise NetworkUnavailable("setting up its network timed out") from None
+        raise
     if process.returncode != 0:
         last = errors.decode(errors="replace").strip().splitlines()[-1:] or ["no reason given"]
         raise NetworkUnavailable(f"setting up its network failed: {last[0]}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -53,7 +54,9 @@ def _embedded_runtime_dir() -> Path | None:
         import platformdirs
     except ImportError:
         return None
-    return Path(platformdirs.user_runtime_path("python_PostgresServer"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR under root
+        return Path(platformdirs.user_runtime_path("python_PostgresServer"))
 
 
 def hiding_arguments(bound: Iterable[str]) -> list[str]:

@@ -59,6 +59,7 @@ from tools_app.sandbox.network import (
     attach_network,
     missing_tools_text,
     network_tools,
+    read_pipe,
 )
 from tools_app.sandbox.operator import HOST_SETTING, capped_execution, host_shell_allowed
 from tools_app.sandbox.protected import hiding_arguments
@@ -317,18 +318,24 @@ async def run_command(
         raise
     finally:
         _close(*handed)
+    # From here _child_pid owns info_read.
     sandbox_network: SandboxNetwork | None = None
     if network:
         try:
             sandbox_network = await attach_network(await _child_pid(info_read))
             os.write(block_write, b"1")  # bwrap now runs the command
-        except (NetworkUnavailable, OSError) as exc:
+        except BaseException as exc:
+            # Nothing may run half set up, nor be left running (a cancel too).
             _kill_group(process.pid)
             await process.wait()
+            if sandbox_network is not None:
+                await sandbox_network.close()
+            if not isinstance(exc, (NetworkUnavailable, OSError)):
+                raise
             reason = str(exc) if isinstance(exc, NetworkUnavailable) else type(exc).__name__
             raise SandboxUnavailable(NO_SANDBOX_NETWORK.format(reason=reason)) from None
         finally:
-            _close(info_read, block_write)
+            _close(block_write)
     try:
         return await _collect(process, started, mode, time_limit, max_output_bytes, cancel_event)
     finally:
@@ -337,22 +344,23 @@ async def run_command(
 
 
 async def _child_pid(info_read: int) -> int:
-    """The sandbox's first process, from bwrap's ``--info-fd`` JSON."""
+    """The sandbox's first process, from bwrap's ``--info-fd`` JSON (takes the fd over)."""
 
-    def read() -> int:
-        data = b""
-        while chunk := os.read(info_read, 4096):
-            data += chunk
-            try:
-                return int(json.loads(data)["child-pid"])
-            except (ValueError, KeyError, TypeError):
-                continue
-        raise NetworkUnavailable("bwrap stopped before the sandbox was made")
+    def parsed(data: bytes) -> bool:
+        try:
+            return "child-pid" in json.loads(data)
+        except ValueError:
+            return False
 
     try:
-        return await asyncio.wait_for(asyncio.to_thread(read), 10)
+        async with asyncio.timeout(10):
+            data = await read_pipe(info_read, complete=parsed)
     except TimeoutError:
         raise NetworkUnavailable("bwrap did not report the sandbox") from None
+    try:
+        return int(json.loads(data)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        raise NetworkUnavailable("bwrap stopped before the sandbox was made") from None
 
 
 async def _collect(
