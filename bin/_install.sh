@@ -37,6 +37,36 @@ install_frontend() {
 }
 install_frontend
 
+# The shell tool's sandbox (tools_app/sandbox): bubblewrap runs every command; a
+# networked one gets a network namespace of its own through slirp4netns, set up with
+# iproute2's ip (nsenter and setpriv come with util-linux). Without bubblewrap the
+# shell is refused, without the others networked shells are: `claw doctor` says
+# which. A failed install is reported, not fatal.
+install_shell_sandbox() {
+    local missing=()
+    command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+    command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
+    command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || missing+=(iproute2)
+    if [ "${#missing[@]}" -eq 0 ]; then return 0; fi
+    local apt_get=""
+    if command -v apt-get >/dev/null 2>&1; then
+        if [ "$(id -u)" = "0" ]; then
+            apt_get="apt-get"
+        elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            apt_get="sudo apt-get"
+        fi
+    fi
+    if [ -z "$apt_get" ]; then
+        echo "the shell sandbox needs these packages: ${missing[*]} (install them; until then the shell is refused or has no network)" >&2
+        return 0
+    fi
+    echo "installing the shell sandbox: ${missing[*]}"
+    { DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq "${missing[@]}" >/dev/null 2>&1 \
+        || { $apt_get update -qq >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq "${missing[@]}" >/dev/null 2>&1; }; } \
+        || echo "could not install ${missing[*]}: the shell is refused (or has no network) until they are installed" >&2
+}
+install_shell_sandbox
+
 # Browser tests drive Debian's Chromium through Playwright (never a downloaded browser).
 if [ "${INSTALL_DEV:-0}" = "1" ] && [ ! -x /usr/bin/chromium ]; then
     if [ "$(id -u)" = "0" ]; then

@@ -89,6 +89,7 @@ def _states(turns: list[Turn]) -> list[dict[str, Any]]:
                     "arguments": a.arguments,
                     "risk": a.risk,
                     "reason": a.request_reason,
+                    "details": a.details,
                     "status": a.status,
                 }
             )

@@ -72,6 +72,11 @@ CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtim
 CLAW_MCP_STDIO_COMMANDS = config.mcp_stdio_commands("CLAW_MCP_STDIO_COMMANDS")
 CLAW_HOOKS_SHELL = config.env_bool("CLAW_HOOKS_SHELL", False)
 CLAW_HOOK_CALLABLES = config.env_dotted_paths("CLAW_HOOK_CALLABLES")
+# The bash tool (tools_app.sandbox): whether commands may run on the host when the
+# sandbox is missing or an agent asks for it, and whether they may have a network
+# (their own namespace); both refused unless the operator allows them.
+CLAW_SHELL_HOST = config.env_choice("CLAW_SHELL_HOST", "refuse", ("refuse", "allow"))
+CLAW_SHELL_NETWORK = config.env_choice("CLAW_SHELL_NETWORK", "refuse", ("refuse", "allow"))
 CLAW_WEB_SEARCH_URL = config.optional_http_url("CLAW_WEB_SEARCH_URL")
 
 TIME_ZONE = config.env_time_zone("TIME_ZONE", "UTC")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from agents.engine.interfaces import RunContext
+from agents.engine.interfaces import PolicyDecision, RunContext
 from agents.engine.types import ToolCallPart, ToolResultPart
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.db import db_async
@@ -24,7 +24,9 @@ from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 from tools_app.context import TOOL_CONTEXT_KEY, ToolContext
 from tools_app.policy.approval import AgentPolicy, ApprovalPolicy, ToolRule, arguments_digest
+from tools_app.policy.scripts import scripts_key_of
 from tools_app.registry import RegistryToolExecutor, Tool, ToolSet
+from tools_app.sandbox.operator import capped_network
 
 logger = logging.getLogger("claw.tools.executor")
 
@@ -81,6 +83,23 @@ class ConfiguredToolExecutor(RegistryToolExecutor):
             return "high"
         return self.approval.call_risk(tool, call.arguments)[0]
 
+    async def check_policy(self, call: ToolCallPart, ctx: RunContext) -> PolicyDecision:
+        """The policy's decision; for a call that runs workspace scripts and that a
+        person approved (the run resumes), a refusal when the scripts are no longer
+        what the approval showed."""
+        decision = await super().check_policy(call, ctx)
+        if decision.action != "needs_approval" or not (decision.details or {}).get("scripts"):
+            return decision
+        if not str(ctx.run_id).isdigit():
+            return decision
+        approved = await db_async(_approved_scripts)(int(ctx.run_id), call.id, str(ctx.tenant_id))
+        if approved is not None and approved != scripts_key_of(decision.details):
+            return PolicyDecision.deny(
+                "Not run: the script this call runs changed after a person approved it. Call the "
+                "tool again so the approval shows what would run now."
+            )
+        return decision
+
     def bind(self, ctx: RunContext) -> RunContext:
         """``ctx`` with this run's ToolContext in ``auth`` (one copy per run)."""
         if self.context is None:
@@ -94,7 +113,12 @@ class ConfiguredToolExecutor(RegistryToolExecutor):
 
     async def execute(self, call: ToolCallPart, ctx: RunContext) -> ToolResultPart:
         started = time.perf_counter()
-        result = await super().execute(call, self.bind(ctx))
+        tool = self._available.get(call.name)
+        refusal = self.approval.recheck(tool, call) if tool is not None else None
+        if refusal is not None:
+            result = ToolResultPart(call.id, call.name, refusal, is_error=True, error_type="policy_denied")
+        else:
+            result = await super().execute(call, self.bind(ctx))
         if self.audit:
             try:
                 await db_async(self._write_audit)(call, result, ctx, started)
@@ -127,6 +151,20 @@ class ConfiguredToolExecutor(RegistryToolExecutor):
                 "user": ctx.user_id,
             },
         )
+
+
+def _approved_scripts(run_id: int, call_id: str, tenant_id: str) -> list[list[str | None]] | None:
+    """The scripts an approved request of this run's call showed, None if none was approved."""
+    from agents.models import ApprovalRequest, ApprovalStatus
+
+    details = (
+        ApprovalRequest._base_manager.filter(
+            run_id=run_id, call_id=call_id, tenant_id=tenant_id, status=ApprovalStatus.APPROVED
+        )
+        .values_list("details", flat=True)
+        .first()
+    )
+    return None if details is None else scripts_key_of(details)
 
 
 # ---------------------------------------------------------------------- building
@@ -221,14 +259,15 @@ def load_run_tools(
         depth=session.depth,
         timezone=agent.timezone,
         shell_timeout=float(config.shell_timeout_seconds) if config else 60.0,
-        shell_network=bool(config.shell_network) if config else False,
+        # The operator's cap, also over rows saved before it was set (issue 21).
+        shell_network=capped_network(bool(config.shell_network)) if config else False,
         max_file_bytes=int(config.max_file_bytes) if config else 1_000_000,
         file_size_limit=int(config.workspace_quota_mb) * 1_000_000 if config else 500_000_000,
         execution_for=execution_resolver(policy),
     )
     return ConfiguredToolExecutor(
         [builtin_registry, *(extensions.toolsets if extensions is not None else [])],
-        approval=ApprovalPolicy(policy, grants),
+        approval=ApprovalPolicy(policy, grants, workspace=workspace),
         context=context,
         allowed=allowed,
         denied=denied,

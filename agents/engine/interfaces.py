@@ -185,18 +185,22 @@ PolicyAction = Literal["allow", "needs_approval", "deny"]
 
 @dataclass(frozen=True, slots=True)
 class PolicyDecision:
-    """Answer of :meth:`ToolExecutor.check_policy` for one call, before it runs."""
+    """Answer of :meth:`ToolExecutor.check_policy` for one call, before it runs.
+
+    ``details`` (JSON) is what a person asked to approve is shown besides the
+    call's arguments: e.g. the script a shell command runs, decoded arguments."""
 
     action: PolicyAction = "allow"
     reason: str = ""
+    details: Mapping[str, Any] | None = None
 
     @classmethod
     def allow(cls) -> PolicyDecision:
         return _ALLOW_POLICY
 
     @classmethod
-    def needs_approval(cls, reason: str = "") -> PolicyDecision:
-        return cls("needs_approval", reason)
+    def needs_approval(cls, reason: str = "", *, details: Mapping[str, Any] | None = None) -> PolicyDecision:
+        return cls("needs_approval", reason, details)
 
     @classmethod
     def deny(cls, reason: str) -> PolicyDecision:

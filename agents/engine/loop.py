@@ -157,6 +157,7 @@ class PendingCall:
 
     call: ToolCallPart
     reason: str
+    details: dict[str, Any] | None = None  # PolicyDecision.details: shown to the approver
 
 
 @dataclass(slots=True)
@@ -662,7 +663,7 @@ class _LoopRun:
         self.tool_message = message
         prepared = await self.runner.prepare(calls, resume)
         waiting = [
-            PendingCall(p.call, p.result.content)
+            PendingCall(p.call, p.result.content, p.approval_details)
             for p in prepared
             if p.result is not None and p.needs_approval
         ]
@@ -701,6 +702,7 @@ class _LoopRun:
                         "name": p.call.name,
                         "arguments": p.call.arguments,
                         "reason": p.reason,
+                        **({"details": p.details} if p.details else {}),
                     }
                     for p in pending
                 ]

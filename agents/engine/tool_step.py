@@ -71,6 +71,8 @@ class PreparedCall:
     call: ToolCallPart
     traits: ToolTraits
     result: ToolResultPart | None = None
+    # What the person asked to approve it is shown (PolicyDecision.details).
+    approval_details: dict[str, Any] | None = None
 
     @property
     def needs_approval(self) -> bool:
@@ -171,6 +173,7 @@ class ToolStepRunner:
         if decision.action == "deny":
             return tool_error(call, "policy_denied", decision.reason or "Denied by policy.")
         if decision.action == "needs_approval" and approval is not True:
+            item.approval_details = dict(decision.details) if decision.details else None
             return tool_error(call, "approval_required", decision.reason or "This call needs approval.")
         return None
 

@@ -104,6 +104,10 @@ class ApprovalRequest(TenantOwned):
     arguments = models.JSONField(default=dict)
     risk = models.CharField(max_length=16, default="medium")
     request_reason = models.TextField(blank=True, help_text="Why the policy asks for approval.")
+    # What runs besides the arguments: the scripts a shell call runs (content shown
+    # capped, with their sha256, which the approval is bound to) and decoded
+    # arguments (tools_app.policy.scripts).
+    details = models.JSONField(default=dict, blank=True)
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
     always = models.BooleanField(
         default=False, help_text="Approved for the rest of the session: this exact tool with these arguments."

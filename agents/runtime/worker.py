@@ -624,6 +624,7 @@ def _finish_run(
                     arguments=p.call.arguments,
                     risk=_call_risk(tools, p.call),
                     request_reason=p.reason,
+                    details=getattr(p, "details", None) or {},
                 )
                 for p in pending
             ],

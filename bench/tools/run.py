@@ -12,7 +12,8 @@
    Target: p50 < 1 ms each.
 2. The audit row each call writes (a thread hop and one INSERT), reported apart.
 3. Shell start-up: ``true`` run through ``run_command`` on the host (with Landlock
-   where the kernel has it) and in the bubblewrap sandbox, p50/p95.
+   where the kernel has it), in the bubblewrap sandbox, and in the sandbox with its own
+   network (slirp4netns and its routes set up first), p50/p95.
 
     .venv/bin/python bench/tools/run.py [--calls 3000] [--shells 40]
 
@@ -63,7 +64,7 @@ def setup_django(tmp: Path) -> Any:
 
 def line(label: str, values: list[float]) -> str:
     return (
-        f"  {label:<28} p50 {statistics.median(values) * 1000:8.1f} us   "
+        f"  {label:<34} p50 {statistics.median(values) * 1000:8.1f} us   "
         f"p95 {percentile(values, 95) * 1000:8.1f} us"
     )
 
@@ -165,13 +166,13 @@ def audit_cost(calls: int) -> list[float]:
     return async_to_sync(measure)()
 
 
-async def shell_startup(workspace: Path, runs: int, mode: str) -> list[float]:
+async def shell_startup(workspace: Path, runs: int, mode: str, *, network: bool = False) -> list[float]:
     from tools_app.sandbox.shell import run_command
 
     out = []
     for _ in range(runs + 3):
         t0 = time.perf_counter()
-        result = await run_command("true", workspace, mode=mode, time_limit=30)
+        result = await run_command("true", workspace, mode=mode, time_limit=30, network=network)
         elapsed = (time.perf_counter() - t0) * 1000
         assert result.exit_code == 0, (mode, result.output)
         out.append(elapsed)
@@ -186,7 +187,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="claw-bench-tools-"))
     db = setup_django(tmp)
     try:
-        from tools_app.sandbox.shell import host_confinement, sandbox_available
+        from tools_app.sandbox.shell import host_confinement, sandbox_available, sandbox_network_problem
         from tools_app.workspace import ensure_workspace
 
         workspace = ensure_workspace(tmp / "workspace")
@@ -212,6 +213,16 @@ def main() -> int:
             print(
                 line("sandbox (bubblewrap)", asyncio.run(shell_startup(workspace, options.shells, "sandbox")))
             )
+            problem = sandbox_network_problem()
+            if problem:
+                print(f"  sandbox with network           not available: {problem}")
+            else:
+                print(
+                    line(
+                        "sandbox with network (slirp4netns)",
+                        asyncio.run(shell_startup(workspace, options.shells, "sandbox", network=True)),
+                    )
+                )
         else:
             print("  sandbox (bubblewrap)           not available on this host")
         ok = all(verdicts)

@@ -79,6 +79,7 @@ def run_checks(database_problem: str | None = None) -> list[CheckResult]:
             _skipped("channel layer", reason) if layer_needs_database else checks.check_channel_layer()
         )
         results.append(_skipped("workers", reason))
+        results.append(checks.check_shell_sandbox())
         results.append(_skipped("providers", reason))
         return results
     results += [

@@ -117,16 +117,51 @@ def check_workers() -> CheckResult:
 
 
 def check_shell_sandbox() -> CheckResult:
-    """Where the bash tool's commands run (T15). Host execution is a supported
-    fallback, so this check never fails; it says which confinement is in force."""
-    from tools_app.sandbox.shell import host_confinement, sandbox_available
+    """Where the bash tool's commands run (T15, issue 21), named first: ``bubblewrap``,
+    ``host shell (operator opt-in: weaker)`` or ``none: shell refused``. Fails when
+    commands could run outside the sandbox (the operator allowed the host: Landlock
+    does not hide the database socket), or when the operator allows networked shells
+    and a sandbox cannot be given a network of its own (they are refused)."""
+    from tools_app.sandbox.operator import (
+        HOST_SETTING,
+        NETWORK_SETTING,
+        host_shell_allowed,
+        shell_network_allowed,
+    )
+    from tools_app.sandbox.shell import host_confinement, sandbox_available, sandbox_network_problem
 
-    if sandbox_available():
-        return CheckResult("shell sandbox", True, "bubblewrap works")
+    name = "shell sandbox"
+    if not sandbox_available():
+        if host_shell_allowed():
+            return CheckResult(
+                name,
+                False,
+                f"host shell (operator opt-in: weaker): bubblewrap does not work here, and {HOST_SETTING}=allow "
+                f"runs commands on the host under {host_confinement()}, which does not hide the product's "
+                "database socket; install the bubblewrap package",
+            )
+        return CheckResult(
+            name, True, "none: shell refused (bubblewrap does not work here; install the bubblewrap package)"
+        )
+    if host_shell_allowed():
+        return CheckResult(
+            name,
+            False,
+            f"bubblewrap, but {HOST_SETTING}=allow lets agents set to host run commands outside it "
+            "(operator opt-in: weaker)",
+        )
+    if not shell_network_allowed():
+        return CheckResult(name, True, f"bubblewrap; no network ({NETWORK_SETTING} is not allow)")
+    problem = sandbox_network_problem()
+    if problem:
+        return CheckResult(
+            name,
+            False,
+            f"bubblewrap; {NETWORK_SETTING}=allow but a sandbox cannot have its own network, so networked "
+            f"shells are refused: {problem}",
+        )
     return CheckResult(
-        "shell sandbox",
-        True,
-        f"bubblewrap unavailable (install the bubblewrap package); commands run on the host: {host_confinement()}",
+        name, True, "bubblewrap; network: its own namespace through slirp4netns (outbound only, host blocked)"
     )
 
 

@@ -1,6 +1,7 @@
-"""T15: bash in a bubblewrap sandbox where the host allows it, confined on the host
-otherwise; never with the product's secrets; the workspace the only writable place;
-no network unless allowed; timeouts, output caps and exit codes as typed errors."""
+"""T15: bash in a bubblewrap sandbox, confined on the host only where the operator
+allows it (CLAW_SHELL_HOST); never with the product's secrets; the workspace the only
+writable place; no network unless allowed; timeouts, output caps and exit codes as
+typed errors. What the sandbox hides and its network: test_shell_confinement.py."""
 
 from __future__ import annotations
 
@@ -49,6 +50,14 @@ def needs_sandbox() -> None:
 def secrets_in_env(monkeypatch) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
+
+
+@pytest.fixture(autouse=True)
+def _host_mode_allowed(request, settings) -> None:
+    """Tests of the host mode run as an operator who opted in to it."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and callspec.params.get("mode") == "host":
+        settings.CLAW_SHELL_HOST = "allow"
 
 
 def shell_run(tenant_set, mode: str, **config) -> Run:
@@ -130,19 +139,13 @@ def test_no_network_unless_the_agent_allows_it(tenant_a, listener, mode):
     assert result.error_type == PROCESS_EXIT, result.content
 
 
-def test_a_sandboxed_command_may_reach_the_network_when_allowed(tenant_a, listener):
-    needs_sandbox()
-    run = shell_run(tenant_a, "sandbox", shell_network=True)
-    result = run.execute("bash", command=f"echo hi > /dev/tcp/127.0.0.1/{listener}")
-    assert not result.is_error, result.content
-
-
-def test_sandbox_only_is_refused_where_the_sandbox_cannot_run(tenant_a, monkeypatch):
+def test_sandbox_only_is_refused_where_the_sandbox_cannot_run(tenant_a, monkeypatch, settings):
     monkeypatch.setitem(sandbox_shell._bwrap_probe, "ok", False)
+    settings.CLAW_SHELL_HOST = "allow"
     run = shell_run(tenant_a, "sandbox")
     result = run.call("bash", command="echo hi")
     assert result.error_type == EXECUTION_POLICY_BLOCKED
-    assert "sandbox" in result.content
+    assert "only in a sandbox" in result.content
     either = Run(tenant_a.agent, tenant_a.admin)
     tool_setting(tenant_a.agent, "b*", execution="either")
     assert sandbox_shell.choose_mode("either") == "host"
@@ -189,14 +192,3 @@ def test_cancelling_the_run_stops_a_running_command(tenant_a):
     result = asyncio.run(go())
     assert result.is_error
     assert result.error_type == "cancelled"
-
-
-def test_doctor_says_where_shell_commands_run(monkeypatch):
-    from claw_platform.ops.checks import check_shell_sandbox
-
-    monkeypatch.setitem(sandbox_shell._bwrap_probe, "ok", False)
-    fallback = check_shell_sandbox()
-    assert fallback.ok
-    assert "host" in fallback.detail
-    monkeypatch.setitem(sandbox_shell._bwrap_probe, "ok", True)
-    assert check_shell_sandbox().detail == "bubblewrap works"

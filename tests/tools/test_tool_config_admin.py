@@ -130,3 +130,30 @@ def test_members_cannot_change_tool_configuration_and_other_tenants_get_a_404(te
     )
     assert response.status_code == 404
     assert not AgentToolConfig.objects.unscoped().exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_host_execution_and_shell_network_need_the_operators_setting(tenant_a, settings):
+    """Issue 21: the operator's settings cap what a tenant admin may choose."""
+    client = client_for(tenant_a.admin)
+    url = reverse("admin:agents_agent_change", args=[tenant_a.agent.pk])
+    host_row = {"tool": "bash", "approval_mode": "", "risk": "", "execution": "host"}
+    response = client.post(url, tool_post(tenant_a, config=CONFIG, settings_rows=[host_row]))
+    assert response.status_code == 200
+    errors = str([fs.formset.errors for fs in response.context["inline_admin_formsets"]])
+    assert "CLAW_SHELL_HOST" in errors
+    response = client.post(url, tool_post(tenant_a, config={**CONFIG, "shell_network": "on"}))
+    assert response.status_code == 200
+    errors = str([fs.formset.errors for fs in response.context["inline_admin_formsets"]])
+    assert "CLAW_SHELL_NETWORK" in errors
+    assert not AgentToolConfig.objects.unscoped().exists()
+    assert not ToolSetting.objects.unscoped().exists()
+
+    settings.CLAW_SHELL_HOST = "allow"
+    settings.CLAW_SHELL_NETWORK = "allow"
+    response = client.post(
+        url, tool_post(tenant_a, config={**CONFIG, "shell_network": "on"}, settings_rows=[host_row])
+    )
+    assert response.status_code == 302
+    assert AgentToolConfig.objects.unscoped().get(agent=tenant_a.agent).shell_network is True
+    assert ToolSetting.objects.unscoped().get(agent=tenant_a.agent).execution == "host"

@@ -17,7 +17,8 @@ from agents.models import ApprovalRequest, ApprovalStatus, Run
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.tenancy.models import Membership, Role
 from tools_app.models import ToolApprovalGrant
-from tools_app.policy.approval import arguments_digest
+from tools_app.policy.approval import grant_digest
+from tools_app.policy.scripts import scripts_key_of
 
 
 def _check_decider(tenant_id: int, actor: Any) -> None:
@@ -39,7 +40,8 @@ def do_record_always_approval(approval: ApprovalRequest, *, acting_user: Any) ->
 
     Call it together with (in the same transaction as) approving the request. The
     grant keys on the request's tool name and the sha256 of its arguments' canonical
-    JSON; a denied request cannot become a grant. Idempotent per (session, call).
+    JSON (with the digests of the scripts the call runs, as its request showed them);
+    a denied request cannot become a grant. Idempotent per (session, call).
     """
     _check_decider(approval.tenant_id, acting_user)
     locked = ApprovalRequest._base_manager.select_for_update().get(
@@ -48,7 +50,8 @@ def do_record_always_approval(approval: ApprovalRequest, *, acting_user: Any) ->
     if locked.status == ApprovalStatus.DENIED:
         raise ValueError("A denied call cannot be allowed always.")
     session_id = Run._base_manager.filter(pk=locked.run_id).values_list("session_id", flat=True).get()
-    digest = arguments_digest(locked.arguments)
+    # Bound to the scripts the approver was shown, as the policy looks grants up.
+    digest = grant_digest(locked.arguments, scripts_key_of(locked.details))
     grant, created = ToolApprovalGrant._base_manager.get_or_create(
         session_id=session_id,
         tool_name=locked.tool_name,

@@ -1,6 +1,7 @@
-"""The ``bash`` tool (T2, T15): one command in the workspace, sandboxed where the host
-allows it (per tool: host / sandbox / either), with the agent's timeout, a clean
-environment and an output cap.
+"""The ``bash`` tool (T2, T15): one command in the workspace, in the bubblewrap
+sandbox (on the host only where the operator allows it: per tool host / sandbox /
+either, capped by ``CLAW_SHELL_HOST``), with the agent's timeout, a clean
+environment and an output cap; refused where it cannot run confined.
 
 Before running, the command's words are checked like paths (T14): a sensitive name
 anywhere (``.ssh``, ``.env``, keys ...) is refused, and on the host an absolute path
@@ -147,6 +148,8 @@ class BashTool(Tool):
                 file_size_bytes=context.file_size_limit,
                 cancel_event=stop,
             )
+        except SandboxUnavailable as exc:
+            raise ToolError(EXECUTION_POLICY_BLOCKED, str(exc)) from None
         except OSError as exc:
             raise ToolError(
                 SPAWN_ERROR, f"The command could not be started ({type(exc).__name__})."

@@ -9,7 +9,9 @@ their calls are approved, where its shell runs, and its workspace limits.
 
 Only people reach these rows (admin, actions); no tool reads or writes them except
 to build a run's executor (item 9 of the tools issue: an agent cannot change its own
-tools or approvals).
+tools or approvals). The operator's settings cap the shell choices
+(:mod:`tools_app.sandbox.operator`): ``clean`` refuses host execution and shell
+network the operator does not allow, and the run caps rows saved before.
 """
 
 from __future__ import annotations
@@ -22,6 +24,12 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from claw_platform.tenancy.models import TenantOwned
+from tools_app.sandbox.operator import (
+    HOST_REFUSED,
+    NETWORK_REFUSED,
+    host_shell_allowed,
+    shell_network_allowed,
+)
 
 # A tool name as providers accept it, or a shell-style pattern over such names.
 _ENTRY_RE = re.compile(r"^[A-Za-z0-9_\-*?\[\]!]{1,64}$")
@@ -50,9 +58,9 @@ class Risk(models.TextChoices):
 
 class ShellExecution(models.TextChoices):
     INHERIT = "", "Default (either)"
-    HOST = "host", "Host (confined: workspace only, no secrets)"
+    HOST = "host", "Host (only where the operator allows it: weaker than the sandbox)"
     SANDBOX = "sandbox", "Sandbox only (bubblewrap; refused where unavailable)"
-    EITHER = "either", "Sandbox where available, else host"
+    EITHER = "either", "Sandbox where available, else host where the operator allows it"
 
 
 def parse_name_list(text: str) -> list[str]:
@@ -93,7 +101,9 @@ class AgentToolConfig(TenantOwned):
         default=60, validators=[MinValueValidator(1), MaxValueValidator(600)]
     )
     shell_network = models.BooleanField(
-        default=False, help_text="Let sandboxed shell commands reach the network."
+        default=False,
+        help_text="Let sandboxed shell commands reach the network (outbound only, never this "
+        "server's own services), where the operator allows it (CLAW_SHELL_NETWORK).",
     )
     max_file_bytes = models.PositiveIntegerField(
         default=1_000_000,
@@ -112,6 +122,10 @@ class AgentToolConfig(TenantOwned):
 
     def __str__(self) -> str:
         return f"Tools of agent {self.agent_id}"
+
+    def clean(self) -> None:
+        if self.shell_network and not shell_network_allowed():
+            raise ValidationError({"shell_network": NETWORK_REFUSED})
 
     def save(self, *args: object, **kwargs: object) -> None:
         if self.tenant_id is None and self.agent_id:
@@ -135,7 +149,8 @@ class ToolSetting(TenantOwned):
         choices=ShellExecution.choices,
         blank=True,
         default=ShellExecution.INHERIT,
-        help_text="Shell tools only: where commands run.",
+        help_text="Shell tools only: where commands run (on the host only where the operator "
+        "allows it: CLAW_SHELL_HOST).",
     )
 
     class Meta:
@@ -146,10 +161,13 @@ class ToolSetting(TenantOwned):
         return self.tool
 
     def clean(self) -> None:
+        errors: dict[str, str] = {}
         if not _ENTRY_RE.match(self.tool or ""):
-            raise ValidationError(
-                {"tool": "Use a tool name such as bash, or a pattern such as mcp_github_*."}
-            )
+            errors["tool"] = "Use a tool name such as bash, or a pattern such as mcp_github_*."
+        if self.execution == ShellExecution.HOST and not host_shell_allowed():
+            errors["execution"] = HOST_REFUSED
+        if errors:
+            raise ValidationError(errors)
 
     def matches(self, name: str) -> bool:
         return self.tool == name or fnmatch.fnmatchcase(name, self.tool)

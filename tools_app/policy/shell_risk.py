@@ -37,12 +37,14 @@ WRAPPERS = frozenset(
         "expect", "screen", "tmux", "ssh", "trap",
     }
 )  # fmt: skip
-# Interpreters run code given in their arguments (or read from the workspace).
+# Interpreters run code given in their arguments (or read from the workspace), and so
+# do build and test runners (package.json scripts, setup.py, conftest.py, build.rs).
 INTERPRETERS = frozenset(
     {
         "python", "python3", "python2", "perl", "ruby", "node", "nodejs", "deno", "bun", "php",
         "lua", "tclsh", "awk", "gawk", "mawk", "nawk", "sed", "osascript", "make", "gdb", "vim", "vi",
-        "emacs", "git",
+        "emacs", "git", "npm", "npx", "yarn", "pnpm", "pytest", "tox", "nox", "cargo", "go", "java",
+        "mvn", "gradle", "dotnet", "pip", "pip3", "uv", "poetry", "rscript", "Rscript", "julia",
     }
 )  # fmt: skip
 # Programs that only read (with the option exceptions below).

@@ -282,7 +282,7 @@
       case "approval_needed":
         run.status = "awaiting_approval";
         for (const call of payload.calls || []) {
-          attachApproval(turn, { call_id: call.id, tool: call.name, arguments: call.arguments, reason: call.reason, status: "pending" });
+          attachApproval(turn, { call_id: call.id, tool: call.name, arguments: call.arguments, reason: call.reason, details: call.details, status: "pending" });
         }
         break;
       case "approval.decided": {
@@ -495,6 +495,8 @@
     const reason = div("approval-reason");
     reason.textContent = approval.reason || "This call needs your approval.";
     box.append(reason);
+    const shown = drawApprovalDetails(approval.details);
+    if (shown) box.append(shown);
     if (!data.can_act) return box;
     const decide = (type, always) => () => {
       sendFrame({ type: type, run: turn.run && turn.run.id, call_id: item.id, always: always });
@@ -506,6 +508,39 @@
       button("Deny", "deny danger", decide("deny", false)),
     );
     return box;
+  }
+
+  // What will actually run besides the arguments (issue 21): the scripts a shell
+  // call runs and decoded arguments, as text (never as HTML).
+  function drawApprovalDetails(details) {
+    if (!details || (!(details.scripts || []).length && !(details.decoded || []).length)) return null;
+    const wrap = div("approval-details");
+    for (const script of details.scripts || []) {
+      const head = div("approval-script-head");
+      const size = typeof script.bytes === "number" ? `, ${script.bytes} bytes` : "";
+      head.textContent = `Runs ${script.path} (${script.language || "unknown"}${size})` + (script.sha256 ? ` sha256 ${String(script.sha256).slice(0, 12)}…` : "");
+      wrap.append(head);
+      if (script.note) {
+        const note = div("approval-script-note");
+        note.textContent = `${script.path} ${script.note}`;
+        wrap.append(note);
+      }
+      if (script.content) {
+        const body = document.createElement("pre");
+        body.className = "approval-script";
+        body.textContent = script.content + (script.truncated ? "\n[… only the first 4 KB shown]" : "");
+        wrap.append(body);
+      }
+    }
+    for (const item of details.decoded || []) {
+      const head = div("approval-script-head");
+      head.textContent = `Decoded ${item.encoding}:`;
+      const body = document.createElement("pre");
+      body.className = "approval-decoded";
+      body.textContent = item.text + (item.truncated ? "\n[… truncated]" : "");
+      wrap.append(head, body);
+    }
+    return wrap;
   }
 
   function div(className) {

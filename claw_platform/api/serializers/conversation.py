@@ -129,6 +129,7 @@ class ApprovalSerializer(serializers.ModelSerializer):
             "arguments",
             "risk",
             "request_reason",
+            "details",
             "status",
             "decided_by",
             "decided_at",
