@@ -18,6 +18,9 @@ CLAW_SECRETS_KEYS = config.secrets_encryption_keys(VAR_DIR)
 DEBUG = config.env_bool("DEBUG", False)
 ALLOWED_HOSTS = config.env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = config.env_list("CSRF_TRUSTED_ORIGINS", [])
+# Reverse proxies whose X-Forwarded-For names the client (claw_platform.client_address);
+# empty: the client is the socket's peer, and the header is ignored.
+CLAW_TRUSTED_PROXIES = config.env_networks("CLAW_TRUSTED_PROXIES")
 
 _database_url = config.env_str("DATABASE_URL")
 if not _database_url:

@@ -23,7 +23,9 @@ def agents_field() -> models.ManyToManyField:
 
 def secret_map_field(help_text: str) -> EncryptedTextField:
     """A JSON object of names to secret values (headers, environment), encrypted at rest."""
-    return EncryptedTextField(blank=True, default="", help_text=help_text)
+    field = EncryptedTextField(blank=True, default="", help_text=help_text)
+    field.secret_multiline = True
+    return field
 
 
 def load_secret_map(raw: str) -> dict[str, str]:
