@@ -28,7 +28,9 @@ def readyz(request: HttpRequest) -> JsonResponse:
         checks += [check_channel_layer(timeout=2.0), check_workers()]
     ready = all(c.ok for c in checks)
     user = getattr(request, "user", None)
-    detailed = bool(user and user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser))
+    detailed = bool(
+        user and user.is_authenticated and user.is_active and (user.is_staff or user.is_superuser)
+    )
     body = {
         "status": "ready" if ready else "not ready",
         "checks": {c.name: {"ok": c.ok, **({"detail": c.detail} if detailed else {})} for c in checks},
