@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # Set by the HTTP client from the request itself; another value would corrupt the framing.
@@ -28,7 +29,7 @@ def header_problem(name: object, value: object) -> str | None:
     return None
 
 
-def headers_problem(headers: Mapping[object, object]) -> str | None:
+def headers_problem(headers: Mapping[Any, Any]) -> str | None:
     """The first problem of a map of headers, or None."""
     for name, value in headers.items():
         problem = header_problem(name, value)
