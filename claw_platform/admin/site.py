@@ -11,11 +11,12 @@ from django.contrib.admin.forms import AdminAuthenticationForm
 from django.http import HttpRequest, HttpResponse
 
 from claw_platform.admin.secrets import with_secret_fields_hidden
+from claw_platform.signin.pages import SignInThrottleFormMixin, answer_lockout
 from claw_platform.tenancy.context import all_tenants
 from claw_platform.tenancy.lookup import active_membership
 
 
-class TenantAdminAuthenticationForm(AdminAuthenticationForm):
+class TenantAdminAuthenticationForm(SignInThrottleFormMixin, AdminAuthenticationForm):
     """Lets in superusers and anyone with a membership of an active tenant."""
 
     def confirm_login_allowed(self, user: Any) -> None:
@@ -40,6 +41,10 @@ class ClawAdminSite(AdminSite):
         # "set" / "not set" (claw_platform.admin.secrets).
         admin_class = with_secret_fields_hidden(admin_class or ModelAdmin)
         super().register(model_or_iterable, admin_class, **options)
+
+    def login(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        # A lock-out is answered 429 with Retry-After (claw_platform.signin).
+        return answer_lockout(request, super().login(request, extra_context))  # type: ignore[no-any-return]
 
     def has_permission(self, request: HttpRequest) -> bool:
         user = request.user
