@@ -209,3 +209,32 @@ def test_the_issue_s_attack_is_answered_with_a_lock_out(tenant_a):
     answers = fail(ADMIN, "a_owner", ATTACKER, 150)
     assert sum(r.status_code == 200 for r in answers) == 4
     assert locked_out(sign_in(Client(), ADMIN, "a_owner", PASSWORD, ATTACKER))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_over_real_http_the_asgi_server_locks_out_and_says_when(tenant_a):
+    import re
+
+    import httpx
+
+    from tests.api.server import live_asgi_server
+
+    with live_asgi_server() as base, httpx.Client(base_url=base, timeout=30) as http:
+        page = http.get("/chat/login/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+
+        def attempt(password: str) -> httpx.Response:
+            return http.post(
+                "/chat/login/",
+                data={"username": "a_owner", "password": password, "csrfmiddlewaretoken": token},
+                headers={"Referer": f"{base}/chat/login/"},
+            )
+
+        answers = [attempt("wrong password") for _ in range(5)]
+        assert [r.status_code for r in answers] == [200, 200, 200, 200, 429]
+        right = attempt(PASSWORD)
+        assert right.status_code == 429
+        assert "Too many failed sign-ins" in right.text
+        assert int(right.headers["Retry-After"]) > 0
+    event = AuditEvent.objects.unscoped().get(action="auth.locked_out")
+    assert event.ip == "127.0.0.1"
