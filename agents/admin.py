@@ -36,13 +36,8 @@ from tools_app.admin import AGENT_TOOL_INLINES
 
 
 class LLMProviderForm(forms.ModelForm):
-    api_key = forms.CharField(
-        required=False,
-        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
-        help_text="Stored encrypted and never shown again. Leave empty to keep the current key.",
-    )
-    clear_api_key = forms.BooleanField(required=False, help_text="Remove the stored key.")
-
+    # The API key's input is write-only (claw_platform.secret_forms): blank keeps the
+    # stored key, "remove" clears it.
     class Meta:
         model = LLMProvider
         fields = [
@@ -50,7 +45,6 @@ class LLMProviderForm(forms.ModelForm):
             "kind",
             "base_url",
             "api_key",
-            "clear_api_key",
             "extra_headers",
             "body_overrides",
             "timeout_seconds",
@@ -58,34 +52,13 @@ class LLMProviderForm(forms.ModelForm):
             "enabled",
         ]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Never send the stored key back to the browser, not even as an initial value.
-        self.initial["api_key"] = ""
-
-    def clean_api_key(self) -> str:
-        value = self.cleaned_data.get("api_key", "").strip()
-        if not value and self.instance.pk:
-            return str(LLMProvider._base_manager.get(pk=self.instance.pk).api_key or "")
-        return str(value)
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if data.get("clear_api_key"):
-            data["api_key"] = ""
-        return data
-
 
 @admin.register(LLMProvider)
 class LLMProviderAdmin(TenantScopedAdmin):
     form = LLMProviderForm
-    list_display = ["name", "kind", "base_url", "key_status", "enabled"]
+    list_display = ["name", "kind", "base_url", "api_key", "enabled"]  # the key as set / not set
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "base_url"]
-
-    @admin.display(description="API key")
-    def key_status(self, obj: LLMProvider) -> str:
-        return "set" if obj.api_key else "not set"
 
 
 @admin.register(ModelProfile)

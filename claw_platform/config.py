@@ -7,6 +7,7 @@ rather than a traceback three layers down. ``.env.example`` documents each varia
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import secrets
@@ -297,3 +298,14 @@ def env_rate(name: str, default: str) -> str:
     if not count.strip().isdigit() or int(count) < 1 or period.strip()[:1] not in {"s", "m", "h", "d"}:
         raise ConfigError(name, f"expected a rate like 600/min or 10/s, got {value!r}")
     return value
+
+
+def env_networks(name: str) -> list[str]:
+    """Comma-separated IP addresses or networks (``10.0.0.5``, ``10.0.0.0/8``, ``::1``)."""
+    items = env_list(name, [])
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ConfigError(name, f"{item!r} is not an IP address or network such as 10.0.0.0/8") from None
+    return items

@@ -1,8 +1,9 @@
 """Secrets at rest (X3): Fernet (AES-128-CBC + HMAC) with key rotation (MultiFernet).
 
 ``EncryptedTextField`` stores ``fernet:<token>`` and hands Python the plaintext; the
-column never holds plaintext. Fields carry ``secret = True`` so audit snapshots and
-admin forms mask them and never echo them back.
+column never holds plaintext. It and ``DigestField`` carry ``secret = True``, the
+declaration every form, admin page, audit snapshot and serializer honours
+(``claw_platform.secret_fields``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.db import models
+from django.utils.text import capfirst
+
+from claw_platform.secret_fields import KEEP_SECRET
 
 PREFIX = "fernet:"
 
@@ -47,6 +51,8 @@ def decrypt_secret(stored: str) -> str:
 
 class EncryptedTextField(models.TextField):
     secret = True
+    # A textarea rather than a password input in forms (JSON maps of headers).
+    secret_multiline = False
 
     def from_db_value(self, value: str | None, expression: Any, connection: Any) -> str | None:
         if value is None or value == "":
@@ -60,3 +66,24 @@ class EncryptedTextField(models.TextField):
         if isinstance(value, str) and value.startswith(PREFIX):
             return value
         return encrypt_secret(str(value))
+
+    def formfield(self, form_class: Any = None, choices_form_class: Any = None, **kwargs: Any) -> Any:
+        # Always the write-only field, whatever widget or class a caller asks for.
+        from claw_platform.secret_forms import SecretFormField
+
+        return SecretFormField(
+            multiline=self.secret_multiline,
+            label=kwargs.get("label") or capfirst(self.verbose_name),
+            help_text=self.help_text,
+        )
+
+    def save_form_data(self, instance: models.Model, data: Any) -> None:
+        if data is KEEP_SECRET:
+            return  # nothing typed: the stored value stays
+        super().save_form_data(instance, data)
+
+
+class DigestField(models.CharField):
+    """A one-way digest of a secret (API keys, pairing codes): compared, never shown."""
+
+    secret = True

@@ -6,6 +6,7 @@ embedded PostgreSQL before Django starts when the operator did not give one.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from claw_platform import config
@@ -18,6 +19,9 @@ CLAW_SECRETS_KEYS = config.secrets_encryption_keys(VAR_DIR)
 DEBUG = config.env_bool("DEBUG", False)
 ALLOWED_HOSTS = config.env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = config.env_list("CSRF_TRUSTED_ORIGINS", [])
+# Reverse proxies whose X-Forwarded-For names the client (claw_platform.client_address);
+# empty: the client is the socket's peer, and the header is ignored.
+CLAW_TRUSTED_PROXIES = config.env_networks("CLAW_TRUSTED_PROXIES")
 
 _database_url = config.env_str("DATABASE_URL")
 if not _database_url:
@@ -104,6 +108,8 @@ INSTALLED_APPS = [
     "channels_app",
     "tools_app",
     "claw_platform.api",
+    "axes",
+    "claw_platform.signin",
 ]
 
 # Django's stock middleware, subclassed to run their hooks on the event loop under
@@ -145,6 +151,30 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+
+# Sign-in throttling (claw_platform/signin, on django-axes): the first backend refuses a
+# locked-out (account, address); both sign-in pages say when to try again.
+AUTHENTICATION_BACKENDS = [
+    "claw_platform.signin.backends.SignInThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+CLAW_SIGNIN_MAX_FAILURES = config.env_int("CLAW_SIGNIN_MAX_FAILURES", 5, minimum=1)
+CLAW_SIGNIN_MAX_FAILURES_PER_ADDRESS = config.env_int("CLAW_SIGNIN_MAX_FAILURES_PER_ADDRESS", 30, minimum=1)
+CLAW_SIGNIN_LOCKOUT_SECONDS = config.env_int("CLAW_SIGNIN_LOCKOUT_SECONDS", 900, minimum=1)
+AXES_HANDLER = "claw_platform.signin.handler.SignInThrottleHandler"
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_FAILURE_LIMIT = "claw_platform.signin.limits.account_limit"  # and per address: signin.limits
+AXES_COOLOFF_TIME = timedelta(seconds=CLAW_SIGNIN_LOCKOUT_SECONDS)
+AXES_RESET_ON_SUCCESS = True  # the (account, address) that signed in (signin.handler)
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_CLIENT_IP_CALLABLE = "claw_platform.client_address.client_address"
+AXES_USERNAME_FORM_FIELD = "username"
+AXES_DISABLE_ACCESS_LOG = True  # sign-ins are audit events (claw_platform.audit.signals)
+AXES_ENABLE_ADMIN = False  # claw_platform/signin/admin.py, for superusers
+AXES_VERBOSE = False
+# axes.W002 asks for AxesMiddleware, which only turns a lock-out into a response: the
+# sign-in views answer it themselves (claw_platform.signin.pages: the page, 429, Retry-After).
+SILENCED_SYSTEM_CHECKS = ["axes.W002"]
 
 LOGIN_URL = "chat:login"
 LOGIN_REDIRECT_URL = "chat:home"
@@ -201,6 +231,8 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "httpx2": {"level": "WARNING"},
         "mcp": {"level": "WARNING"},
+        # django-axes logs each sign-in's bookkeeping at INFO; failures and lock-outs at WARNING.
+        "axes": {"level": "WARNING"},
         # django-q2 logs every task it enqueues and every one it processes at INFO:
         # for runs, two lines per run that the Run row and its audit trail record
         # already (and 16 ms of the web process's 70 for a batch of 200 messages).

@@ -11,16 +11,21 @@ from django.db import transaction
 
 from agents.models import Agent, AgentFile, AgentRevision, ModelProfile
 from claw_platform.audit.actions import diff_snapshots, field_json_value, record_audit_event
+from claw_platform.secret_fields import audit_value, is_secret_field
 
 # Fields that are bookkeeping, not configuration.
 _NOT_CONFIG = {"id", "tenant", "created_at", "updated_at", *Agent.AUDIT_EXCLUDE}
 
 
 def agent_snapshot(agent: Agent) -> dict[str, Any]:
-    """The agent's configuration and context files, as JSON."""
+    """The agent's configuration and context files, as JSON (a secret field only as
+    set or not: revisions are shown to every member)."""
     settings_data: dict[str, Any] = {}
     for field in agent._meta.concrete_fields:
         if field.name in _NOT_CONFIG:
+            continue
+        if is_secret_field(field):
+            settings_data[field.name] = audit_value(field.value_from_object(agent))
             continue
         settings_data[field.attname if field.is_relation else field.name] = field_json_value(field, agent)
     files = [
@@ -84,8 +89,8 @@ def do_restore_agent_revision(
     settings_data = revision.snapshot.get("settings", {})
     for field in agent._meta.concrete_fields:
         key = field.attname if field.is_relation else field.name
-        if field.name in _NOT_CONFIG or key not in settings_data:
-            continue
+        if field.name in _NOT_CONFIG or key not in settings_data or is_secret_field(field):
+            continue  # a secret is not in the revision: the current one stays
         setattr(agent, key, field.to_python(settings_data[key]))
     for key in ("model_id", "cheap_model_id"):
         profile_id = getattr(agent, key)

@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, URLValidator
 from django.db import models
 
+from agents.providers.headers import headers_problem
 from claw_platform.crypto import EncryptedTextField
 from claw_platform.tenancy.models import TenantOwned
 
@@ -24,11 +25,12 @@ DEFAULT_BASE_URLS = {
 
 
 def validate_string_map(value: object) -> None:
+    """Extra headers: a JSON object of header names to values that can be sent as they are."""
     if not isinstance(value, dict):
         raise ValidationError('Must be a JSON object, e.g. {"X-Title": "Claw"}.')
-    for key, item in value.items():
-        if not isinstance(item, str):
-            raise ValidationError(f"Header {key!r} must have a string value.")
+    problem = headers_problem(value)
+    if problem:
+        raise ValidationError(problem[:1].upper() + problem[1:] + ".")
 
 
 def validate_json_object(value: object) -> None:

@@ -35,6 +35,7 @@ from httpx_sse import ServerSentEvent, SSEError, aconnect_sse
 
 from agents.engine.types import LLMRequest, LLMResponse, ProviderError, ProviderEvent
 from agents.providers.accumulate import StreamAccumulator
+from agents.providers.headers import headers_problem
 from agents.providers.read_deadline import ReadDeadline
 from agents.providers.sse_source import sse_events as sse_events_of
 
@@ -277,6 +278,9 @@ class HttpProvider(abc.ABC):
         self.max_retries = max_retries
         self._api_key = api_key
         self._extra_headers = dict(extra_headers or {})
+        # Checked when saved too; a value stored before that check must still never
+        # reach the wire (agents.providers.headers).
+        self._extra_headers_problem = headers_problem(self._extra_headers)
         self._sleep = sleep
         # ``timeout`` bounds each read (the gap between stream chunks), not the whole
         # call: a long answer may legitimately stream for minutes.
@@ -405,6 +409,10 @@ class HttpProvider(abc.ABC):
         return self._client
 
     def _headers(self) -> dict[str, str]:
+        if self._extra_headers_problem:
+            raise self._error(
+                "bad_request", f"the provider's extra headers cannot be sent: {self._extra_headers_problem}"
+            )
         headers = {"content-type": "application/json", "user-agent": "claw-platform"}
         headers.update(self._auth_headers())
         headers.update(self._extra_headers)

@@ -5,6 +5,7 @@ from django.urls import path
 
 from channels_app.web import views
 from channels_app.web.security import chat_headers
+from claw_platform.signin.pages import ChatAuthenticationForm, throttled_sign_in
 
 app_name = "chat"
 
@@ -17,7 +18,13 @@ urlpatterns = [
     path(
         "login/",
         chat_headers(
-            auth_views.LoginView.as_view(template_name="chat/login.html", redirect_authenticated_user=True)
+            throttled_sign_in(
+                auth_views.LoginView.as_view(
+                    template_name="chat/login.html",
+                    authentication_form=ChatAuthenticationForm,
+                    redirect_authenticated_user=True,
+                )
+            )
         ),
         name="login",
     ),

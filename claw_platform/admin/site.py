@@ -6,15 +6,17 @@ from functools import wraps
 from typing import Any
 
 from django import forms
-from django.contrib.admin import AdminSite
+from django.contrib.admin import AdminSite, ModelAdmin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.http import HttpRequest, HttpResponse
 
+from claw_platform.admin.secrets import with_secret_fields_hidden
+from claw_platform.signin.pages import SignInThrottleFormMixin, answer_lockout
 from claw_platform.tenancy.context import all_tenants
 from claw_platform.tenancy.lookup import active_membership
 
 
-class TenantAdminAuthenticationForm(AdminAuthenticationForm):
+class TenantAdminAuthenticationForm(SignInThrottleFormMixin, AdminAuthenticationForm):
     """Lets in superusers and anyone with a membership of an active tenant."""
 
     def confirm_login_allowed(self, user: Any) -> None:
@@ -34,6 +36,16 @@ class ClawAdminSite(AdminSite):
     index_title = "Configuration"
     login_form = TenantAdminAuthenticationForm
 
+    def register(self, model_or_iterable: Any, admin_class: Any = None, **options: Any) -> None:
+        # Every model's admin, ours or a library's, shows secret fields only as
+        # "set" / "not set" (claw_platform.admin.secrets).
+        admin_class = with_secret_fields_hidden(admin_class or ModelAdmin)
+        super().register(model_or_iterable, admin_class, **options)
+
+    def login(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        # A lock-out is answered 429 with Retry-After (claw_platform.signin).
+        return answer_lockout(request, super().login(request, extra_context))  # type: ignore[no-any-return]
+
     def has_permission(self, request: HttpRequest) -> bool:
         user = request.user
         if not (user.is_active and user.is_authenticated):
@@ -49,7 +61,12 @@ class ClawAdminSite(AdminSite):
             # Everyone else stays inside the tenant the middleware put in context.
             if request.user.is_authenticated and request.user.is_superuser:
                 with all_tenants():
-                    return inner(request, *args, **kwargs)
+                    response = inner(request, *args, **kwargs)
+                    # A TemplateResponse renders after the view returns: render it
+                    # here, while the page's queries may still see every tenant.
+                    if callable(getattr(response, "render", None)) and not response.is_rendered:
+                        response.render()
+                    return response
             return inner(request, *args, **kwargs)
 
         return scoped

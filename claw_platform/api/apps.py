@@ -9,5 +9,7 @@ class ApiConfig(AppConfig):
     def ready(self) -> None:
         from claw_platform.api import schema  # noqa: F401  (registers the auth schemes)
         from claw_platform.api.key_cache import connect_signals
+        from claw_platform.api.serializers.base import register_secret_serializer_fields
 
         connect_signals()
+        register_secret_serializer_fields()

@@ -8,7 +8,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
-from claw_platform.crypto import EncryptedTextField
+from claw_platform.crypto import DigestField, EncryptedTextField
 from claw_platform.tenancy.models import TenantOwned
 
 
@@ -40,7 +40,7 @@ class ApiKey(TenantOwned):
 
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16, unique=True, editable=False)
-    key_hash = models.CharField(max_length=64, editable=False)
+    key_hash = DigestField(max_length=64, editable=False)
     scopes = models.JSONField(default=list, help_text="Any of read, write, admin.")
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -69,7 +69,7 @@ class PairingCode(TenantOwned):
     """A one-time code an admin issues; a device exchanges it for an API key (A5)."""
 
     name = models.CharField(max_length=100, help_text="Name of the key the device will get.")
-    code_hash = models.CharField(max_length=64, unique=True, editable=False)
+    code_hash = DigestField(max_length=64, unique=True, editable=False)
     scopes = models.JSONField(default=list)
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -13,10 +13,11 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from claw_platform.api.principal import Principal
 from claw_platform.api.rate_limit import take
+from claw_platform.client_address import client_address
 
 
 def source_address(request: Any) -> str:
-    return str(request.META.get("REMOTE_ADDR") or "unknown")
+    return client_address(request) or "unknown"
 
 
 class PrincipalRateThrottle(SimpleRateThrottle):

@@ -8,20 +8,20 @@ from typing import Any
 from django.db import models
 
 from claw_platform.audit.models import AuditEvent
-
-SECRET_MASK = "********"
+from claw_platform.client_address import client_address
+from claw_platform.secret_fields import audit_value, is_secret_field
 
 
 def snapshot(instance: models.Model) -> dict[str, Any]:
-    """Field values of a model instance, JSON-safe, secrets masked."""
+    """Field values of a model instance, JSON-safe; a secret only as set or not
+    (with a fingerprint, so replacing it is a change)."""
     data: dict[str, Any] = {}
     excluded: frozenset[str] = getattr(instance, "AUDIT_EXCLUDE", frozenset())
     for field in instance._meta.concrete_fields:
         if getattr(field, "auto_now", False) or field.name in excluded:
             continue  # bookkeeping, not a change anyone made
-        if getattr(field, "secret", False):
-            raw = field.value_from_object(instance)
-            data[field.name] = SECRET_MASK if raw else ""
+        if is_secret_field(field):
+            data[field.name] = audit_value(field.value_from_object(instance))
             continue
         data[field.attname if field.is_relation else field.name] = field_json_value(field, instance)
     return data
@@ -90,4 +90,5 @@ def actor_label(actor: Any) -> str:
 
 
 def client_ip(request: Any) -> str | None:
-    return request.META.get("REMOTE_ADDR") or None
+    """The client's address (through the trusted proxies of ``CLAW_TRUSTED_PROXIES``)."""
+    return client_address(request)

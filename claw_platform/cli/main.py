@@ -16,6 +16,7 @@ COMMANDS = (
     "claw_platform.cli.secrets_key",
     "claw_platform.cli.chat",
     "claw_platform.cli.apikey",
+    "claw_platform.cli.unlock",
 )
 
 

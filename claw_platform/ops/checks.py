@@ -168,6 +168,7 @@ def check_shell_sandbox() -> CheckResult:
 def check_providers(timeout: float = 5.0) -> list[CheckResult]:
     """Each enabled provider answers its model list (auth errors count as failures)."""
     from agents.models import LLMProvider, ProviderKind
+    from agents.providers.headers import headers_problem
 
     results = []
     try:
@@ -183,6 +184,10 @@ def check_providers(timeout: float = 5.0) -> list[CheckResult]:
         else:
             url = f"{base}/models"
             headers = {"Authorization": f"Bearer {provider.api_key}"} if provider.api_key else {}
+        problem = headers_problem(provider.extra_headers or {})
+        if problem:
+            results.append(CheckResult(name, False, f"extra headers cannot be sent: {problem}"))
+            continue
         headers.update(provider.extra_headers or {})
         try:
             response = httpx.get(url, headers=headers, timeout=timeout)

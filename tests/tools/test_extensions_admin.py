@@ -83,7 +83,7 @@ def mcp_post(**overrides):
         "args": "[]",
         "env": "",
         "url": "https://mcp.example/mcp",
-        "headers": '{"Authorization": "Bearer mcp-token-789"}',
+        "headers": '{"Authorization": "Bearer mcp-token-789", "X-Mcp-Tenant": "a"}',
         "timeout_seconds": "30",
         "rate_limit_per_minute": "60",
         "max_concurrency": "4",
@@ -95,7 +95,7 @@ def mcp_post(**overrides):
     return data
 
 
-def test_mcp_headers_are_write_only_with_their_names_shown(tenant_a, settings):
+def test_mcp_headers_are_write_only_and_shown_only_as_set(tenant_a, settings):
     settings.CLAW_MCP_STDIO_COMMANDS = {"github": ["/usr/local/bin/github-mcp", "stdio"]}
     client = client_for(tenant_a.owner)
     add = client.get(reverse("admin:tools_app_mcpserver_add")).content.decode()
@@ -105,10 +105,12 @@ def test_mcp_headers_are_write_only_with_their_names_shown(tenant_a, settings):
     url = reverse("admin:tools_app_mcpserver_change", args=[server.pk])
     page = client.get(url).content.decode()
     assert "mcp-token-789" not in page
-    assert "currently set: Authorization" in page
+    assert "X-Mcp-Tenant" not in page  # not even the names: a secret is set or not
+    assert "Stored encrypted: <strong>set</strong>" in page
     client.post(url, mcp_post(headers=""))
     assert McpServer.objects.unscoped().get(pk=server.pk).header_map() == {
-        "Authorization": "Bearer mcp-token-789"
+        "Authorization": "Bearer mcp-token-789",
+        "X-Mcp-Tenant": "a",
     }
     client.post(url, mcp_post(headers="", clear_headers="on"))
     assert McpServer.objects.unscoped().get(pk=server.pk).header_map() == {}

@@ -1,6 +1,7 @@
 """Admin for the tenant's tool extensions: hooks, MCP servers, HTTP tools, skills and
 the allow-list of internal hosts. Tenant-scoped and audited (TenantScopedAdmin);
-secrets are write-only."""
+secrets (signing secrets, headers, environments) are write-only like every secret
+field (claw_platform.secret_fields), and checked by the models' clean()."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from claw_platform.admin.scoped import TenantScopedAdmin
-from tools_app.admin._secrets import SecretMapFormMixin, SecretTextFormMixin
 from tools_app.hooks.callables import registered_callables
 from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
 
 
-class HookForm(SecretTextFormMixin, forms.ModelForm):
+class HookForm(forms.ModelForm):
     """Built per request by the admin (its agent choices are the tenant's)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -56,10 +56,7 @@ class HookAdmin(TenantScopedAdmin):
     filter_horizontal = ["agents"]
 
 
-class McpServerForm(SecretMapFormMixin, forms.ModelForm):
-    secret_map_fields = {"env": "Environment", "headers": "Headers"}
-    header_fields = frozenset({"headers"})
-
+class McpServerForm(forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         approved = sorted(settings.CLAW_MCP_STDIO_COMMANDS)
@@ -112,14 +109,8 @@ class McpServerAdmin(TenantScopedAdmin):
         self.message_user(request, "The tool lists will be fetched again at the next run.")
 
 
-class HttpToolForm(SecretMapFormMixin, forms.ModelForm):
-    secret_map_fields = {"headers": "Headers"}
-    header_fields = frozenset({"headers"})
-
-
 @admin.register(HttpTool)
 class HttpToolAdmin(TenantScopedAdmin):
-    form = HttpToolForm
     fields = [
         "name",
         "description",

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from agents.providers.headers import header_problem
 from claw_platform.crypto import EncryptedTextField
 
 
@@ -23,7 +24,9 @@ def agents_field() -> models.ManyToManyField:
 
 def secret_map_field(help_text: str) -> EncryptedTextField:
     """A JSON object of names to secret values (headers, environment), encrypted at rest."""
-    return EncryptedTextField(blank=True, default="", help_text=help_text)
+    field = EncryptedTextField(blank=True, default="", help_text=help_text)
+    field.secret_multiline = True
+    return field
 
 
 def load_secret_map(raw: str) -> dict[str, str]:
@@ -50,8 +53,9 @@ def check_secret_map(raw: str, *, what: str) -> dict[str, str]:
 
 
 def check_header_names(headers: dict[str, str], *, what: str) -> None:
+    """Headers that can be sent as typed (agents.providers.headers: no CR, LF or other
+    control character, names that are tokens, no framing header)."""
     for name, value in headers.items():
-        if not name or any(c in name for c in " :\r\n\t") or not name.isascii():
-            raise ValidationError(f"{what}: {name!r} is not a valid header name.")
-        if any(c in value for c in "\r\n\x00"):
-            raise ValidationError(f"{what}: the value of {name} contains a line break.")
+        problem = header_problem(name, value)
+        if problem:
+            raise ValidationError(f"{what}: {problem}.")
