@@ -74,7 +74,7 @@ _GROUP_DISCARD_SQL = sql.SQL("DELETE FROM {groups} WHERE group_key = %s AND chan
 )
 _PENDING_SQL = sql.SQL(
     "SELECT id, channel, message, extract(epoch from expire) FROM {messages} "
-    "WHERE channel = ANY(%s) AND expire > now() ORDER BY id"
+    "WHERE channel = ANY(%b::text[]) AND expire > now() ORDER BY id"
 ).format(messages=sql.Identifier(MESSAGE_TABLE))
 _EXPIRED_SQL = sql.SQL("DELETE FROM {messages} WHERE expire < now()").format(
     messages=sql.Identifier(MESSAGE_TABLE)
