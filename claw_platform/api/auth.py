@@ -84,7 +84,9 @@ def _load_key(prefix: str) -> ApiKey | None:
         .filter(prefix=prefix, tenant__is_active=True)
         .first()
     )
-    if api_key is not None:
+    # A key whose creator cannot act now is not kept: adding them back (a new
+    # membership, which notifies nobody) takes effect on the next call.
+    if api_key is not None and _creator_still_acts(api_key):
         key_cache.put(prefix, api_key, version)
     return api_key
 

@@ -1,8 +1,9 @@
 """A key acts as the member who created it (issue 21), so what a key may do changes
 when its creator's membership or account changes:
 
-- ``claw_api_keys`` is also NOTIFYed when a membership is added, changed or removed
-  (``m:<tenant>:<user>``), when an account is (de)activated or deleted (``u:<user>``),
+- ``claw_api_keys`` is also NOTIFYed when a membership is changed or removed
+  (``m:<tenant>:<user>``; a key whose creator is no member is never kept, so a new
+  membership needs no notice), when an account is (de)activated or deleted (``u:<user>``),
   and per tenant when a tenant changes (``t:<tenant>``, was ``*`` per statement).
   Web processes forget the keys they keep and re-check the sockets and event streams
   those credentials opened (claw_platform.api.credential_watch).
@@ -21,15 +22,13 @@ BEGIN
        AND OLD.user_id = NEW.user_id THEN
         RETURN NULL;
     END IF;
-    IF TG_OP <> 'INSERT' THEN
-        PERFORM pg_notify('claw_api_keys', 'm:' || OLD.tenant_id || ':' || OLD.user_id);
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
+    PERFORM pg_notify('claw_api_keys', 'm:' || OLD.tenant_id || ':' || OLD.user_id);
+    IF TG_OP = 'UPDATE' AND (OLD.tenant_id <> NEW.tenant_id OR OLD.user_id <> NEW.user_id) THEN
         PERFORM pg_notify('claw_api_keys', 'm:' || NEW.tenant_id || ':' || NEW.user_id);
     END IF;
     RETURN NULL;
 END $$;
-CREATE TRIGGER api_membership_changed AFTER INSERT OR UPDATE OR DELETE ON tenancy_membership
+CREATE TRIGGER api_membership_changed AFTER UPDATE OR DELETE ON tenancy_membership
     FOR EACH ROW EXECUTE FUNCTION claw_membership_changed();
 
 CREATE FUNCTION claw_account_changed() RETURNS trigger LANGUAGE plpgsql AS $$
