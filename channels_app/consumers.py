@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -147,13 +148,26 @@ class SessionConsumer(LiveJsonConsumer):
             await self.close(code=access if isinstance(access, int) else CLOSE_UNAUTHENTICATED)
             return
         self.session, self.can_act, self.scope["user"] = access.session, access.can_act, access.actor
-        self._watch_access(access.credentials, partial(key_access_lost, str(key), session_id, access), since)
+        self._watch_access(
+            access.credentials,
+            partial(key_access_lost, str(key), session_id, access),
+            since,
+            expires_at=access.expires_at,
+        )
         self.group = session_group(self.session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json({"type": "authenticated", "payload": {"can_act": self.can_act}})
 
-    def _watch_access(self, credentials: frozenset[str], lost: Callable[[], int | None], since: int) -> None:
-        """Close the socket when a change to its credentials takes its access away."""
+    def _watch_access(
+        self,
+        credentials: frozenset[str],
+        lost: Callable[[], int | None],
+        since: int,
+        *,
+        expires_at: datetime | None = None,
+    ) -> None:
+        """Close the socket when a change to its credentials (or a key's expiry)
+        takes its access away."""
 
         async def check() -> None:
             code = await db_async(lost)()
@@ -162,7 +176,7 @@ class SessionConsumer(LiveJsonConsumer):
                 credential_watch.unwatch(self._access_watch)
                 await self.close(code=code)
 
-        self._access_watch = credential_watch.watch(credentials, check, since=since)
+        self._access_watch = credential_watch.watch(credentials, check, since=since, expires_at=expires_at)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if self.access_lost:

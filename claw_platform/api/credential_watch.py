@@ -23,10 +23,13 @@ import contextlib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 
 logger = logging.getLogger("claw.api.credentials")
 
 Check = Callable[[], Awaitable[None]]
+# A key's check runs this long after its expiry, so that the key reads as expired.
+EXPIRY_MARGIN_SECONDS = 0.05
 
 
 def login_credentials(tenant_id: int, user_id: int) -> frozenset[str]:
@@ -54,6 +57,7 @@ class Watch:
         self._running = False
         self._again = False
         self._task: asyncio.Future[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
     def fire(self) -> None:
         """Thread-safe: schedule a check on the connection's loop."""
@@ -92,13 +96,20 @@ class CredentialWatch:
         with self._lock:
             return self._generation
 
-    def watch(self, names: Iterable[str], check: Check, *, since: int) -> Watch:
-        """Run ``check`` (on the running loop) whenever one of ``names`` changes, and
-        at once if any change was heard since ``generation()`` was ``since``."""
+    def watch(
+        self, names: Iterable[str], check: Check, *, since: int, expires_at: datetime | None = None
+    ) -> Watch:
+        """Run ``check`` (on the running loop) whenever one of ``names`` changes, at
+        once if any change was heard since ``generation()`` was ``since``, and when
+        ``expires_at`` (a key's expiry, which nothing announces) passes."""
         from claw_platform.api.listener import process_listener
 
         process_listener()  # started on first use; until it listens, see connected()
-        entry = Watch(frozenset(names), check, asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        entry = Watch(frozenset(names), check, loop)
+        if expires_at is not None:
+            delay = max(0.0, (expires_at - datetime.now(UTC)).total_seconds())
+            entry.timer = loop.call_later(delay + EXPIRY_MARGIN_SECONDS, entry.fire)
         with self._lock:
             for name in entry.names:
                 self._by_name.setdefault(name, set()).add(entry)
@@ -110,6 +121,8 @@ class CredentialWatch:
     def unwatch(self, entry: Watch | None) -> None:
         if entry is None:
             return
+        if entry.timer is not None:
+            entry.timer.cancel()
         with self._lock:
             for name in entry.names:
                 watches = self._by_name.get(name)

@@ -6,6 +6,7 @@ membership or account changes (``claw_platform.api.credential_watch``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from rest_framework.exceptions import AuthenticationFailed
@@ -31,6 +32,7 @@ class KeySocketAccess:
     can_act: bool
     actor: Any
     credentials: frozenset[str]
+    expires_at: datetime | None = None
 
 
 def key_session_access(key: Any, session_id: Any) -> KeySocketAccess | int:
@@ -59,6 +61,7 @@ def key_session_access(key: Any, session_id: Any) -> KeySocketAccess | int:
         principal.allows("write") and principal.caller.acts_in_session_of(session.user_id),
         principal.acting_user,
         key_credentials(api_key.tenant_id, api_key.prefix, api_key.created_by_id),
+        api_key.expires_at,
     )
 
 

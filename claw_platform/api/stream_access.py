@@ -31,7 +31,10 @@ async def while_allowed(principal: Principal, *, since: int) -> AsyncIterator[Ca
         if await db_async(principal_changed)(principal):
             allowed = False
 
-    entry = credential_watch.watch(principal_credentials(principal), check, since=since)
+    expires_at = principal.api_key.expires_at if principal.api_key is not None else None
+    entry = credential_watch.watch(
+        principal_credentials(principal), check, since=since, expires_at=expires_at
+    )
     try:
         yield lambda: allowed
     finally:

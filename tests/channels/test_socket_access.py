@@ -219,3 +219,23 @@ async def test_lowering_a_role_closes_the_sockets_opened_with_the_old_one(
     assert await close_code(admin_by_key) == CLOSE_ACCESS_CHANGED  # still sees it, may no longer act
     assert await stays_open(m1_socket, before)  # other people's roles changed, not M1's
     await m1_socket.disconnect()
+
+
+async def test_a_key_that_expires_closes_its_socket(tenant_a: Any, member_chats: Any) -> None:
+    # Nothing announces an expiry: the socket checks again when the key's time is up.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from claw_platform.api.actions.keys import do_create_api_key
+
+    _key, plaintext = await sync_to_async(do_create_api_key)(
+        tenant_a.tenant,
+        name="short-lived",
+        scopes=["read"],
+        expires_at=timezone.now() + timedelta(seconds=2),
+        acting_user=tenant_a.owner,
+    )
+    socket, answer = await open_key_socket(member_chats.session.pk, plaintext)
+    assert '"authenticated"' in answer["text"]
+    assert await close_code(socket) == CLOSE_UNAUTHENTICATED
