@@ -30,7 +30,13 @@ from agents.models import (
     Session,
     UsageRecord,
 )
-from claw_platform.admin.scoped import TenantScopedAdmin, TenantScopedInline, can_edit, can_view
+from claw_platform.admin.scoped import (
+    MemberRuleMixin,
+    TenantScopedAdmin,
+    TenantScopedInline,
+    can_edit,
+    can_view,
+)
 from claw_platform.audit.actions import client_ip
 from tools_app.admin import AGENT_TOOL_INLINES
 
@@ -236,7 +242,7 @@ class ReadOnlyTenantAdmin(TenantScopedAdmin):
 
 
 @admin.register(Session)
-class SessionAdmin(ReadOnlyTenantAdmin):
+class SessionAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_display = [
         "__str__",
         "agent",
@@ -253,7 +259,7 @@ class SessionAdmin(ReadOnlyTenantAdmin):
 
 
 @admin.register(UsageRecord)
-class UsageRecordAdmin(ReadOnlyTenantAdmin):
+class UsageRecordAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_display = [
         "created_at",
         "agent",
@@ -273,7 +279,7 @@ class UsageRecordAdmin(ReadOnlyTenantAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyTenantAdmin):
+class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_display = [
         "__str__",
         "agent",

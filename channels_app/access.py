@@ -1,9 +1,9 @@
-"""Who may see and act in a chat session: one answer for the pages and the socket.
+"""Who may open a chat session, for the pages and the socket: the member rule
+(:mod:`claw_platform.tenancy.member_rule`) for one session.
 
-A member sees their own sessions; owners and admins see every session of their
-tenant (and may act in it, e.g. to approve a call), viewers read them all and act in
-none. A session of another tenant, or one a member may not see, is refused exactly
-like a session that does not exist (STYLE rule 4): the caller cannot tell them apart.
+A session of another tenant, or one the member rule hides (another member's chat), is
+refused exactly like a session that does not exist (STYLE rule 4): the caller cannot
+tell them apart.
 """
 
 from __future__ import annotations
@@ -11,17 +11,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.models import Session
-from claw_platform.tenancy.models import Membership, Role
+from django.contrib.auth import get_user_model
 
-# Roles that may send messages, stop runs and decide approvals; viewers only read.
-ACTING_ROLES = frozenset({Role.OWNER, Role.ADMIN, Role.MEMBER})
-# Roles that see every session of the tenant, not only their own.
-OVERSEEING_ROLES = frozenset({Role.OWNER, Role.ADMIN, Role.VIEWER})
+from agents.models import Session
+from claw_platform.tenancy.member_rule import ACTING_ROLES, Caller
+from claw_platform.tenancy.models import Membership
+
+# A socket's close codes: not signed in (or the key or account no longer works), no
+# such session (missing, another tenant's, hidden by the member rule -- the same on
+# purpose), and the rights it opened with changed (a role; reconnect for the new ones).
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_ACCESS_CHANGED = 4403
+CLOSE_NOT_FOUND = 4404
 
 
 class SessionNotFound(LookupError):
-    """No such session for this user (missing, or another tenant's)."""
+    """No such session for this user (missing, another tenant's, or hidden by the rule)."""
 
 
 @dataclass(frozen=True)
@@ -30,8 +35,12 @@ class SessionAccess:
     membership: Membership
 
     @property
+    def caller(self) -> Caller:
+        return Caller.for_membership(self.membership)
+
+    @property
     def can_act(self) -> bool:
-        return can_act(self.membership)
+        return self.caller.acts_in_session_of(self.session.user_id)
 
 
 def can_act(membership: Membership | None) -> bool:
@@ -39,10 +48,11 @@ def can_act(membership: Membership | None) -> bool:
 
 
 def access_session(user: Any, session_id: Any, *, tenant_id: int | None = None) -> SessionAccess:
-    """The session ``session_id`` if ``user`` is a member of its tenant (and, when
-    ``tenant_id`` is given, it belongs to that tenant); ``SessionNotFound`` otherwise.
-    Runs before any tenant is in context, so it reads unscoped and checks itself."""
-    if user is None or not user.is_authenticated:
+    """The session ``session_id`` if ``user`` (an active account) is a member of its
+    tenant who may see it (and, when ``tenant_id`` is given, it belongs to that
+    tenant); ``SessionNotFound`` otherwise. Runs before any tenant is in context, so
+    it reads unscoped and checks itself."""
+    if user is None or not user.is_authenticated or not user.is_active:
         raise SessionNotFound(session_id)
     session = (
         Session._base_manager.select_related("agent").filter(pk=session_id, tenant__is_active=True).first()
@@ -50,8 +60,22 @@ def access_session(user: Any, session_id: Any, *, tenant_id: int | None = None) 
     if session is None or (tenant_id is not None and session.tenant_id != tenant_id):
         raise SessionNotFound(session_id)
     membership = Membership.objects.unscoped().filter(tenant_id=session.tenant_id, user_id=user.pk).first()
-    if membership is None:
-        raise SessionNotFound(session_id)
-    if session.user_id != user.pk and membership.role not in OVERSEEING_ROLES:
+    if membership is None or not Caller.for_membership(membership).sees_session_of(session.user_id):
         raise SessionNotFound(session_id)
     return SessionAccess(session, membership)
+
+
+def login_access_lost(user_id: Any, session_id: Any, before: SessionAccess) -> int | None:
+    """After a change to the account or membership of a socket opened with a login:
+    the close code if the user lost the session (or now has another role in its
+    tenant), None if nothing changed for it."""
+    user = get_user_model()._default_manager.filter(pk=user_id).first()
+    if user is None or not user.is_active:
+        return CLOSE_UNAUTHENTICATED
+    try:
+        now = access_session(user, session_id)
+    except SessionNotFound:
+        return CLOSE_NOT_FOUND
+    if now.membership.role != before.membership.role:
+        return CLOSE_ACCESS_CHANGED
+    return None

@@ -25,7 +25,11 @@ server -> client
   {"type": "error", "payload": {"message": "..."}}
 
 Close codes before accept: 4401 not signed in, 4404 no such session (missing, another
-tenant's, or not a member -- indistinguishable on purpose).
+tenant's, not a member, or another member's chat -- indistinguishable on purpose).
+After accept the socket closes when a change takes its access away (a key revoked or
+expired, its tenant disabled, a membership removed, an account deactivated: 4401 or
+4404) or changes it (another role: 4403, reconnect for the new rights); see
+``claw_platform.api.credential_watch``.
 
 API clients (A6) connect without a login session and send an API key first:
   {"type": "auth", "key": "claw_..."}        -> {"type": "authenticated", "payload": {"can_act": true}}
@@ -38,6 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -48,18 +55,23 @@ from agents.engine.commands import parse_slash_command
 from agents.models import ApprovalRequest, Run, Session, Turn
 from agents.runtime.chat import handle_message
 from agents.runtime.events import events_after
-from channels_app.access import SessionNotFound, access_session
+from channels_app.access import (
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    SessionNotFound,
+    access_session,
+    login_access_lost,
+)
 from channels_app.live_consumer import LiveJsonConsumer
 from channels_app.relay import event_frame, session_group
 from channels_app.transcript import UNFINISHED, turn_state
 from channels_app.write_slots import send_message, write_slot
+from claw_platform.api.credential_watch import credential_watch, login_credentials
 from claw_platform.db import db_async
 from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger(__name__)
 
-CLOSE_UNAUTHENTICATED = 4401
-CLOSE_NOT_FOUND = 4404
 MAX_MESSAGE_CHARS = 100_000
 MAX_REPLAY_RUNS = 50
 AUTH_FRAME_SECONDS = 10.0
@@ -75,6 +87,8 @@ class SessionConsumer(LiveJsonConsumer):
     group: str
 
     awaiting_key = False
+    access_lost = False
+    _access_watch: Any = None
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -90,6 +104,7 @@ class SessionConsumer(LiveJsonConsumer):
             )
             return
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        since = credential_watch.generation()
         try:
             access = await db_async(access_session)(user, session_id)
         except SessionNotFound:
@@ -97,6 +112,11 @@ class SessionConsumer(LiveJsonConsumer):
             return
         self.session = access.session
         self.can_act = access.can_act
+        self._watch_access(
+            login_credentials(access.session.tenant_id, user.pk),
+            partial(login_access_lost, user.pk, session_id, access),
+            since,
+        )
         self.group = session_group(self.session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -105,6 +125,7 @@ class SessionConsumer(LiveJsonConsumer):
         timer = getattr(self, "_auth_timer", None)
         if timer is not None:
             timer.cancel()
+        credential_watch.unwatch(self._access_watch)
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -115,22 +136,51 @@ class SessionConsumer(LiveJsonConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
 
     async def _authenticate_key(self, content: Any) -> None:
-        from claw_platform.api.sockets import key_session_access
+        from claw_platform.api.sockets import key_access_lost, key_session_access
 
         self.awaiting_key = False
         self._auth_timer.cancel()
         key = content.get("key") if isinstance(content, dict) and content.get("type") == "auth" else None
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        since = credential_watch.generation()
         access = await db_async(key_session_access)(key, session_id)
         if access is None or isinstance(access, int):
             await self.close(code=access if isinstance(access, int) else CLOSE_UNAUTHENTICATED)
             return
-        self.session, self.can_act, self.scope["user"] = access
+        self.session, self.can_act, self.scope["user"] = access.session, access.can_act, access.actor
+        self._watch_access(
+            access.credentials,
+            partial(key_access_lost, str(key), session_id, access),
+            since,
+            expires_at=access.expires_at,
+        )
         self.group = session_group(self.session.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.send_json({"type": "authenticated", "payload": {"can_act": self.can_act}})
 
+    def _watch_access(
+        self,
+        credentials: frozenset[str],
+        lost: Callable[[], int | None],
+        since: int,
+        *,
+        expires_at: datetime | None = None,
+    ) -> None:
+        """Close the socket when a change to its credentials (or a key's expiry)
+        takes its access away."""
+
+        async def check() -> None:
+            code = await db_async(lost)()
+            if code is not None and not self.access_lost:
+                self.access_lost = True
+                credential_watch.unwatch(self._access_watch)
+                await self.close(code=code)
+
+        self._access_watch = credential_watch.watch(credentials, check, since=since, expires_at=expires_at)
+
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        if self.access_lost:
+            return  # closed for a change of its rights: no frame of it counts any more
         if self.awaiting_key:
             await self._authenticate_key(content)
             return

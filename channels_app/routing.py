@@ -1,4 +1,6 @@
-"""WebSocket URL routes, mounted by ``claw_platform.asgi``."""
+"""WebSocket URL routes, mounted by ``claw_platform.asgi``. tests/api/test_isolation.py
+opens every one with another tenant's and another member's credentials: a new route
+needs a classification there."""
 
 from __future__ import annotations
 

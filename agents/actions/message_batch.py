@@ -35,6 +35,7 @@ from agents.actions.conversation import MAX_CHECKPOINTS
 from agents.actions.runs import (
     RUN_NOTIFY_CHANNEL,
     AgentDisabled,
+    actor_caller,
     actor_needs_role,
     check_role,
     display_name,
@@ -109,16 +110,26 @@ def _send_together(requests: Sequence[MessageRequest]) -> list[Result]:
     seen: set[tuple[uuid.UUID, int]] = set()
     for index, request in enumerate(requests):
         tenant_id = request.session.tenant_id
-        if needs_role[index]:
+        role = roles.get((tenant_id, getattr(request.acting_user, "pk", None))) if needs_role[index] else None
+        caller = actor_caller(tenant_id, request.acting_user, role)
+        if caller is not None:
             try:
-                check_role(roles.get((tenant_id, getattr(request.acting_user, "pk", None))))
+                check_role(caller.role)
             except PermissionDenied as exc:
                 results[index] = exc
                 continue
+        # The member rule: a member writes only to their own sessions. Checked here on
+        # the session as the caller read it; one passed unread (``Session(pk=...)``)
+        # goes to do_send_message, which checks the locked row.
+        unread = request.session._state.adding
+        if caller is not None and not unread and not caller.acts_in_session_of(request.session.user_id):
+            results[index] = Session.DoesNotExist(f"No session {request.session.pk}.")
+            continue
+        limited = caller is not None and not caller.sees_every_session
         key = (_uuid(request.session.pk), tenant_id)
         # A session's first request, if a plain message; what follows it in the batch
         # (a second message, a /stop) is sent after it, one by one, in order.
-        if key in seen or not plain[index]:
+        if key in seen or not plain[index] or (limited and unread):
             alone.append(index)
         else:
             batched.append(index)

@@ -42,6 +42,7 @@ from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.lookup import member_role
+from claw_platform.tenancy.member_rule import Caller
 from claw_platform.tenancy.models import Role
 
 RUN_TASK = "agents.runtime.worker.execute_run"
@@ -150,22 +151,51 @@ def enqueue_run_with_commit(run_id: int) -> None:
 
 # ------------------------------------------------------------------ access
 
+_UNREAD: Any = object()  # check_session_actor: the session's owner, not read yet
 
-def check_actor(tenant_id: int, actor: Any) -> None:
+
+def check_actor(tenant_id: int, actor: Any) -> Caller | None:
     """``actor`` may act on the tenant's runs: a superuser, system code (``None``),
-    an API key of the tenant (its scope checked by the API), or a member who is not
-    a viewer. Others get PermissionDenied."""
-    if actor_needs_role(tenant_id, actor):
-        check_role(member_role(tenant_id, getattr(actor, "pk", None)))
+    an API key of the tenant (its scope checked by the API) that a member who is not
+    a viewer made or the operator made, or a member who is not a viewer. Others get
+    PermissionDenied. Returns the actor as the member rule sees them, for
+    :func:`check_session_actor` (None: no rule limits them)."""
+    role = member_role(tenant_id, getattr(actor, "pk", None)) if actor_needs_role(tenant_id, actor) else None
+    caller = actor_caller(tenant_id, actor, role)
+    if caller is not None:
+        check_role(caller.role)
+    return caller
 
 
 def actor_needs_role(tenant_id: int, actor: Any) -> bool:
-    """Whether ``check_actor`` needs the actor's role in the tenant (a user who is
-    not a superuser, or an API key of another tenant: no role, refused)."""
+    """Whether ``check_actor`` needs the actor's role in the tenant from the database
+    (a user who is not a superuser, or an API key of another tenant: no role, refused)."""
     if actor is None or getattr(actor, "is_superuser", False):
         return False
-    # An API key of this tenant (claw_platform.api.principal.ApiKeyActor) needs none.
+    # An API key of this tenant (claw_platform.api.principal.ApiKeyActor) carries its
+    # creator's role, read when it was authenticated.
     return getattr(actor, "api_key_tenant_id", None) != tenant_id
+
+
+def actor_caller(tenant_id: int, actor: Any, role: str | None) -> Caller | None:
+    """``actor`` as the member rule sees them in the tenant, given ``role`` when
+    :func:`actor_needs_role` said it needs one; None when no rule limits them
+    (system code, a superuser, a key the operator made)."""
+    if actor_needs_role(tenant_id, actor):
+        return Caller(tenant_id, getattr(actor, "pk", None), role)
+    caller = getattr(actor, "caller", None)
+    return caller if isinstance(caller, Caller) and caller.is_person else None
+
+
+def check_session_actor(caller: Caller | None, session_id: Any, owner_id: Any = _UNREAD) -> None:
+    """The member rule for acting in one session: a member acts in their own
+    sessions only (``owner_id``: the session's user, read here if not given)."""
+    if caller is None or caller.sees_every_session:
+        return
+    if owner_id is _UNREAD:
+        owner_id = Session._base_manager.filter(pk=session_id).values_list("user_id", flat=True).first()
+    if not caller.acts_in_session_of(owner_id):
+        raise PermissionDenied("You cannot act in this session.")
 
 
 def check_role(role: str | None) -> None:
@@ -181,7 +211,7 @@ def access_run(actor: Any, run_id: Any) -> Run:
     if run is None:
         raise Run.DoesNotExist(f"No run {run_id}.")
     try:
-        check_actor(run.tenant_id, actor)
+        check_session_actor(check_actor(run.tenant_id, actor), run.session_id, run.session.user_id)
     except PermissionDenied:
         raise Run.DoesNotExist(f"No run {run_id}.") from None
     return run
@@ -189,11 +219,12 @@ def access_run(actor: Any, run_id: Any) -> Run:
 
 def access_approval(actor: Any, approval_id: Any) -> ApprovalRequest:
     """Same rules as :func:`access_run`, for an approval request."""
-    approval = ApprovalRequest.objects.select_related("run").filter(pk=approval_id).first()
+    approval = ApprovalRequest.objects.select_related("run__session").filter(pk=approval_id).first()
     if approval is None:
         raise ApprovalRequest.DoesNotExist(f"No approval request {approval_id}.")
     try:
-        check_actor(approval.tenant_id, actor)
+        caller = check_actor(approval.tenant_id, actor)
+        check_session_actor(caller, approval.run.session_id, approval.run.session.user_id)
     except PermissionDenied:
         raise ApprovalRequest.DoesNotExist(f"No approval request {approval_id}.") from None
     return approval
@@ -251,7 +282,7 @@ def do_send_message(
     ``session`` may be an unsaved ``Session(pk=…, tenant_id=…)``: its row is read
     here, for that tenant only (``Session.DoesNotExist`` otherwise).
     """
-    check_actor(session.tenant_id, acting_user)
+    caller = check_actor(session.tenant_id, acting_user)
     command = parse_slash_command(text)
     if command is not None:
         if command.name != "stop":
@@ -269,6 +300,11 @@ def do_send_message(
         raise Session.DoesNotExist(f"No session {session.pk}.")
     *columns, revision = row
     locked, locked.agent = instances(tuple(columns), Session, Agent)
+    try:
+        check_session_actor(caller, locked.pk, locked.user_id)
+    except PermissionDenied:
+        # Another member's chat is refused like a missing one (the member rule).
+        raise Session.DoesNotExist(f"No session {session.pk}.") from None
     if require_enabled and not locked.agent.enabled:
         raise AgentDisabled(locked.agent.slug)
     waiting = (
@@ -348,7 +384,7 @@ def do_cancel_run(run: Run, *, acting_user: Any, reason: str = "stopped by the u
     a running one gets ``cancel_requested``, which its worker polls (every
     ``CANCEL_POLL_SECONDS``) and turns into the run's CancelToken firing, also
     mid-stream; the worker then ends it ``cancelled`` with the partial text kept."""
-    check_actor(run.tenant_id, acting_user)
+    check_session_actor(check_actor(run.tenant_id, acting_user), run.session_id)
     locked = Run._base_manager.select_for_update().get(pk=run.pk, tenant_id=run.tenant_id)
     if locked.status in FINISHED_RUN_STATUSES:
         return locked
@@ -422,8 +458,9 @@ def do_decide_approval(
     When none of the run's requests is pending any more, the run goes back to the
     queue and resumes with the decisions (an approved call runs; a denied one is
     reported to the model as denied). Every tab hears ``approval.decided``."""
-    check_actor(approval.tenant_id, acting_user)
+    caller = check_actor(approval.tenant_id, acting_user)
     run = Run._base_manager.select_for_update().get(pk=approval.run_id, tenant_id=approval.tenant_id)
+    check_session_actor(caller, run.session_id)
     locked = ApprovalRequest._base_manager.select_for_update().get(pk=approval.pk)
     if locked.status != ApprovalStatus.PENDING:
         raise ValueError(f"This request was already {locked.status}.")

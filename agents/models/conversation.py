@@ -18,6 +18,8 @@ from claw_platform.tenancy.models import TenantOwned
 
 
 class Session(TenantOwned):
+    MEMBER_OWNER = "user"  # whose session: the member rule (tenancy.member_rule)
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="sessions")
     user = models.ForeignKey(
@@ -83,6 +85,8 @@ class ThreadState(models.TextChoices):
 
 
 class Thread(TenantOwned):
+    MEMBER_OWNER = "session__user"  # whose session: the member rule (tenancy.member_rule)
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="threads")
     state = models.CharField(max_length=24, choices=ThreadState.choices, default=ThreadState.IDLE)
@@ -117,6 +121,8 @@ class Turn(TenantOwned):
     of a streaming reply, and the tool-call marks (``ToolCallMark``).
     """
 
+    MEMBER_OWNER = "session__user"  # whose session: the member rule (tenancy.member_rule)
+
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="turns")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
     number = models.PositiveIntegerField()
@@ -145,6 +151,8 @@ class MessageState(models.TextChoices):
 
 
 class Message(TenantOwned):
+    MEMBER_OWNER = "session__user"  # whose session: the member rule (tenancy.member_rule)
+
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="messages")
     turn = models.ForeignKey(Turn, on_delete=models.SET_NULL, null=True, blank=True, related_name="messages")
@@ -173,6 +181,8 @@ class Message(TenantOwned):
 class Checkpoint(TenantOwned):
     """Undo/redo (S3): the history boundary before a turn. 20 kept per thread."""
 
+    MEMBER_OWNER = "thread__session__user"  # whose session: the member rule (tenancy.member_rule)
+
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="checkpoints")
     number = models.PositiveIntegerField()
     message_seq = models.PositiveIntegerField(help_text="Messages up to this seq belong before the turn.")
@@ -190,6 +200,8 @@ class Checkpoint(TenantOwned):
 class ToolCallMark(TenantOwned):
     """A tool call started (and maybe finished) within a turn, so a resumed run can
     tell a call that finished from one that was interrupted mid-way (R1)."""
+
+    MEMBER_OWNER = "turn__session__user"  # whose session: the member rule (tenancy.member_rule)
 
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="tool_marks")
     call_id = models.CharField(max_length=200)

@@ -30,6 +30,8 @@ FINISHED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCEL
 
 
 class Run(TenantOwned):
+    MEMBER_OWNER = "session__user"  # whose session: the member rule (tenancy.member_rule)
+
     session = models.ForeignKey("agents.Session", on_delete=models.CASCADE, related_name="runs")
     turn = models.OneToOneField("agents.Turn", on_delete=models.CASCADE, related_name="run")
     agent = models.ForeignKey("agents.Agent", on_delete=models.CASCADE, related_name="runs")
@@ -75,6 +77,8 @@ class RunEvent(TenantOwned):
     """A run event other than chunk/thinking, kept so a reconnecting client can ask
     for everything after the last sequence number it saw."""
 
+    MEMBER_OWNER = "run__session__user"  # whose session: the member rule (tenancy.member_rule)
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=40)
@@ -97,6 +101,8 @@ class ApprovalStatus(models.TextChoices):
 
 class ApprovalRequest(TenantOwned):
     """A tool call that needs a person's yes or no before the run goes on (T5)."""
+
+    MEMBER_OWNER = "run__session__user"  # whose session: the member rule (tenancy.member_rule)
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     call_id = models.CharField(max_length=200)

@@ -20,6 +20,8 @@ class UsagePurpose(models.TextChoices):
 
 
 class UsageRecord(TenantOwned):
+    MEMBER_OWNER = "user"  # whose session: the member rule (tenancy.member_rule)
+
     agent = models.ForeignKey("agents.Agent", on_delete=models.SET_NULL, null=True, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     session = models.ForeignKey("agents.Session", on_delete=models.SET_NULL, null=True, related_name="+")

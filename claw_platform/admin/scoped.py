@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
 from claw_platform.audit.actions import client_ip, diff_snapshots, record_audit_event, snapshot
+from claw_platform.tenancy.member_rule import Caller, visible_to
 from claw_platform.tenancy.models import Membership
 
 
@@ -33,6 +34,31 @@ def can_edit(request: HttpRequest) -> bool:
 
 def can_view(request: HttpRequest) -> bool:
     return bool(request.user.is_superuser or request_membership(request))
+
+
+def request_caller(request: HttpRequest) -> Caller | None:
+    """The admin user as the member rule sees them (None: not a member)."""
+    membership = request_membership(request)
+    return Caller.for_membership(membership) if membership is not None else None
+
+
+def sees_every_session(request: HttpRequest) -> bool:
+    """Superusers, and owners, admins and viewers (the member rule)."""
+    caller = request_caller(request)
+    return bool(request.user.is_superuser or (caller is not None and caller.sees_every_session))
+
+
+class MemberRuleMixin:
+    """For models that hang off sessions (``MEMBER_OWNER``): a member sees the rows
+    of their own sessions only, on every page (lists, object pages, history,
+    actions); the member rule in :mod:`claw_platform.tenancy.member_rule`."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        queryset: QuerySet = super().get_queryset(request)  # type: ignore[misc]
+        if request.user.is_superuser:
+            return queryset  # the whole platform (ClawAdminSite.admin_view)
+        caller = request_caller(request)
+        return visible_to(queryset, caller) if caller is not None else queryset.none()
 
 
 class NotFoundMixin:

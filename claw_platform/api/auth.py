@@ -9,6 +9,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
@@ -20,6 +22,7 @@ from claw_platform.api.principal import Principal
 from claw_platform.api.secrets import key_matches, key_prefix
 from claw_platform.tenancy.lookup import active_membership
 from claw_platform.tenancy.middleware import SESSION_TENANT_KEY
+from claw_platform.tenancy.models import Membership
 
 # last_used_at is written at most this often per key: one UPDATE a minute, not per call.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -35,11 +38,18 @@ def bearer_token(request: Any) -> str | None:
 
 def authenticate_key(token: str) -> ApiKey:
     """The active key for ``token``; AuthenticationFailed otherwise (one message for
-    unknown, revoked and expired keys, so a caller learns nothing from it). A key
-    this process read before comes from :mod:`claw_platform.api.key_cache`."""
+    unknown, revoked and expired keys, and keys whose creator left the tenant or was
+    deactivated, so a caller learns nothing from it). The key carries its creator's
+    current role as ``creator_role`` (:meth:`Principal.for_key`). A key this process
+    read before comes from :mod:`claw_platform.api.key_cache`."""
     prefix = key_prefix(token)
     api_key = _load_key(prefix) if prefix else None
-    if api_key is None or not key_matches(token, api_key.key_hash) or not api_key.is_active:
+    if (
+        api_key is None
+        or not key_matches(token, api_key.key_hash)
+        or not api_key.is_active
+        or not _creator_still_acts(api_key)
+    ):
         raise exceptions.AuthenticationFailed("Invalid, expired or revoked API key.")
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
@@ -48,21 +58,55 @@ def authenticate_key(token: str) -> ApiKey:
     return api_key
 
 
+def _creator_still_acts(api_key: ApiKey) -> bool:
+    """A key a person made works while that person is an active member of its tenant."""
+    if api_key.created_by_id is None:
+        return True  # the operator's: no person behind it
+    creator = api_key.created_by
+    return creator is not None and creator.is_active and api_key.creator_role is not None  # type: ignore[attr-defined]
+
+
 def _load_key(prefix: str) -> ApiKey | None:
     cached = key_cache.get(prefix)
     if cached is not None:
         return cached
     process_listener()  # keys are kept only while it listens for their changes
     version = key_cache.version()
+    # The creator's role now: the cache forgets every key when a membership or a
+    # user changes (migration api/0005), so a cached role is never stale.
+    creator_role = Membership.objects.unscoped().filter(
+        tenant_id=OuterRef("tenant_id"), user_id=OuterRef("created_by_id")
+    )
     api_key = (
         ApiKey.objects.unscoped()
         .select_related("tenant", "created_by")
+        .annotate(creator_role=Subquery(creator_role.values("role")[:1]))
         .filter(prefix=prefix, tenant__is_active=True)
         .first()
     )
-    if api_key is not None:
+    # A key whose creator cannot act now is not kept: adding them back (a new
+    # membership, which notifies nobody) takes effect on the next call.
+    if api_key is not None and _creator_still_acts(api_key):
         key_cache.put(prefix, api_key, version)
     return api_key
+
+
+def principal_changed(principal: Principal) -> bool:
+    """After a change to its credentials: whether ``principal`` no longer holds, or
+    now holds other rights (a key revoked, its creator's role changed, a member
+    removed, an account or tenant deactivated ...)."""
+    if principal.api_key is not None:
+        api_key = _load_key(principal.api_key.prefix)
+        if api_key is None or not api_key.is_active or not _creator_still_acts(api_key):
+            return True
+        now = Principal.for_key(api_key)
+    else:
+        user = get_user_model()._default_manager.filter(pk=principal.user.pk, is_active=True).first()
+        membership = active_membership(user, principal.tenant_id) if user is not None else None
+        if membership is None or membership.tenant_id != principal.tenant_id:
+            return True
+        now = Principal.for_member(user, membership.tenant_id, membership.role)
+    return now.caller != principal.caller or now.scopes != principal.scopes
 
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):

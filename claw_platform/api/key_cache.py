@@ -2,10 +2,11 @@
 reads no row to authenticate.
 
 An entry is trusted only while the process's listener (:mod:`claw_platform.api.listener`)
-is connected: triggers on the key and tenant tables (migration ``api/0003``) NOTIFY
-``claw_api_keys`` in the transaction of any change (revocation, expiry, scopes, a
-deleted key, a deactivated tenant), whoever makes it (an action, the admin, SQL), and
-the notification evicts the entry. So a revoked key stops working the moment its
+is connected: triggers on the key, tenant, membership and user tables (migrations
+``api/0003`` and ``api/0005``) NOTIFY ``claw_api_keys`` in the transaction of any
+change (revocation, expiry, scopes, a deleted key, a deactivated tenant, the key's
+creator removed, given another role or deactivated), whoever makes it (an action, the
+admin, SQL), and the notification evicts the entry. So a revoked key stops working the moment its
 revocation commits in this process (:func:`forget_key`) and within a
 notification's delivery in the others. A lost connection empties the cache and turns
 it off until LISTEN is back; an entry is also dropped after ``MAX_AGE_SECONDS``.
@@ -83,7 +84,13 @@ class KeyCache:
         self._set_live(False)
 
     def notified(self, payload: str) -> None:
-        self.forget(payload)
+        # A key's own change names its prefix; a tenant's, a membership's or an
+        # account's (``t:``, ``m:``, ``u:``) may change what any kept key says.
+        self.forget(payload if is_key_prefix(payload) else ALL_KEYS)
+
+
+def is_key_prefix(payload: str) -> bool:
+    return ":" not in payload and payload != ALL_KEYS
 
 
 key_cache = KeyCache()
@@ -98,20 +105,27 @@ def forget_key(prefix: str) -> None:
 
 
 def connect_signals() -> None:
-    """A key or tenant saved or deleted through the ORM (the admin, an action) is
-    evicted in this process at once; the triggers tell the other processes."""
+    """A key, tenant, membership or user saved or deleted through the ORM (the admin,
+    an action) is evicted in this process at once; the triggers tell the other
+    processes."""
+    from django.contrib.auth import get_user_model
     from django.db.models.signals import post_delete, post_save
 
     from claw_platform.api.models import ApiKey
-    from claw_platform.tenancy.models import Tenant
+    from claw_platform.tenancy.models import Membership, Tenant
 
     def key_changed(sender: Any, instance: ApiKey, **kwargs: Any) -> None:
         if instance.prefix:
             forget_key(instance.prefix)
 
-    def tenant_changed(sender: Any, instance: Tenant, **kwargs: Any) -> None:
+    def anything_changed(sender: Any, instance: Any, update_fields: Any = None, **kwargs: Any) -> None:
+        if update_fields is not None and set(update_fields) <= {"last_login", "password"}:
+            return  # a sign-in (or a new password) changes no key's rights
         forget_key(ALL_KEYS)
 
     for signal in (post_save, post_delete):
         signal.connect(key_changed, sender=ApiKey, weak=False, dispatch_uid="claw-key-cache-key")
-        signal.connect(tenant_changed, sender=Tenant, weak=False, dispatch_uid="claw-key-cache-tenant")
+        for model in (Tenant, Membership, get_user_model()):
+            signal.connect(
+                anything_changed, sender=model, weak=False, dispatch_uid=f"claw-key-cache-{model._meta.label}"
+            )

@@ -1,6 +1,6 @@
 """One LISTEN connection per web process, in a thread of its own, for the API's
-notifications: runs that settled (``settled``) and API keys that changed
-(``key_cache``). Each channel has a handler; a handler is told when the connection
+notifications: runs that settled (``settled``) and credentials that changed (API
+keys, tenants, memberships, accounts: ``key_cache`` and ``credential_watch``). Each channel has a handler; a handler is told when the connection
 is in place (whatever it missed meanwhile must be assumed) and when it is lost."""
 
 from __future__ import annotations
@@ -63,6 +63,26 @@ class ProcessListener:
                 delay = min(delay * 2, 5.0)
 
 
+class InOrder:
+    """Several handlers of one channel, told in order (the key cache forgets a key
+    before the connections it opened check their access again)."""
+
+    def __init__(self, *handlers: ChannelHandler) -> None:
+        self.handlers = handlers
+
+    def connected(self) -> None:
+        for handler in self.handlers:
+            handler.connected()
+
+    def disconnected(self) -> None:
+        for handler in self.handlers:
+            handler.disconnected()
+
+    def notified(self, payload: str) -> None:
+        for handler in self.handlers:
+            handler.notified(payload)
+
+
 _listener: ProcessListener | None = None
 _listener_lock = threading.Lock()
 
@@ -72,8 +92,11 @@ def process_listener() -> ProcessListener:
     global _listener
     with _listener_lock:
         if _listener is None:
+            from claw_platform.api.credential_watch import credential_watch
             from claw_platform.api.key_cache import API_KEYS_CHANNEL, key_cache
             from claw_platform.api.settled import RUN_SETTLED_CHANNEL, settled_waiters
 
-            _listener = ProcessListener({RUN_SETTLED_CHANNEL: settled_waiters, API_KEYS_CHANNEL: key_cache})
+            _listener = ProcessListener(
+                {RUN_SETTLED_CHANNEL: settled_waiters, API_KEYS_CHANNEL: InOrder(key_cache, credential_watch)}
+            )
         return _listener

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from agents.runtime.events import EPHEMERAL_EVENTS
 from channels_app.relay import event_frame, relayed_frame, session_group, tenant_group
 from claw_platform.api.settled import settled_listener
 from claw_platform.db import db_async
+from claw_platform.tenancy.member_rule import Caller, visible_to
 
 # Events after which a run's stream ends: finished, or paused for a person.
 END_EVENTS = frozenset({"run.completed", "run.failed", "run.cancelled", "approval_needed"})
@@ -92,10 +93,17 @@ def _stored_after(run_id: int, seq: int) -> list[dict[str, Any]]:
 
 
 async def follow_run(
-    run_id: int, session_id: Any, *, after: int = 0, chunks: bool = True, deadline: float
+    run_id: int,
+    session_id: Any,
+    *,
+    after: int = 0,
+    chunks: bool = True,
+    deadline: float,
+    still_allowed: Callable[[], bool] = lambda: True,
 ) -> AsyncIterator[dict[str, Any]]:
     """The run's events after ``after`` as frames ``{type, run, seq, payload}``, live,
-    until the run finishes or pauses for approval, or ``deadline`` (monotonic) passes."""
+    until the run finishes or pauses for approval, ``deadline`` (monotonic) passes,
+    or ``still_allowed()`` says no (the caller's key was revoked ...)."""
     last = after
     async with GroupListener(session_group(session_id)) as listener:
         stored = await _db(_stored_after)(run_id, last)
@@ -104,7 +112,7 @@ async def follow_run(
             yield frame
             if frame["type"] in END_EVENTS:
                 return
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and still_allowed():
             frame = await listener.receive(min(POLL_SECONDS, max(0.0, deadline - time.monotonic())))
             if frame is not None and frame.get("run") != run_id:
                 continue
@@ -169,9 +177,9 @@ def _settled_row(run_id: int) -> Run | None:
     return Run._base_manager.select_related("turn").filter(pk=run_id).first()  # type: ignore[no-any-return]
 
 
-def _tenant_events_after(tenant_id: int, event_id: int, limit: int = 500) -> list[tuple[int, dict[str, Any]]]:
+def _tenant_events_after(caller: Caller, event_id: int, limit: int = 500) -> list[tuple[int, dict[str, Any]]]:
     rows = (
-        RunEvent._base_manager.filter(tenant_id=tenant_id, pk__gt=event_id)
+        visible_to(RunEvent._base_manager.filter(pk__gt=event_id), caller)
         .order_by("pk")
         .values_list("pk", "run_id", "seq", "type", "payload", "run__session_id")[:limit]
     )
@@ -182,6 +190,8 @@ def _tenant_events_after(tenant_id: int, event_id: int, limit: int = 500) -> lis
 
 
 def latest_tenant_event_id(tenant_id: int) -> int:
+    """Where a new stream starts: the tenant's newest event (a cursor, never sent;
+    what follows it is cut to what the caller sees)."""
     return (
         RunEvent._base_manager.filter(tenant_id=tenant_id)
         .order_by("-pk")
@@ -192,16 +202,18 @@ def latest_tenant_event_id(tenant_id: int) -> int:
 
 
 async def follow_tenant(
-    tenant_id: int, *, after_id: int, deadline: float
+    caller: Caller, *, after_id: int, deadline: float, still_allowed: Callable[[], bool] = lambda: True
 ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-    """The tenant's stored run events with an id above ``after_id``, oldest first,
-    live until ``deadline``; yields ``(event id, frame)``, and ``(0, {})`` as a
-    keep-alive tick when nothing happened for a while."""
+    """The stored run events of the caller's tenant that the caller sees (the member
+    rule: a member's own sessions' only) with an id above ``after_id``, oldest first,
+    live until ``deadline`` or until ``still_allowed()`` says no; yields
+    ``(event id, frame)``, and ``(0, {})`` as a keep-alive tick when nothing
+    happened for a while."""
     last = after_id
     quiet_since = time.monotonic()
-    async with GroupListener(tenant_group(tenant_id)) as listener:
-        while time.monotonic() < deadline:
-            rows = await _db(_tenant_events_after)(tenant_id, last)
+    async with GroupListener(tenant_group(caller.tenant_id)) as listener:
+        while time.monotonic() < deadline and still_allowed():
+            rows = await _db(_tenant_events_after)(caller, last)
             for event_id, frame in rows:
                 last = event_id
                 yield event_id, frame

@@ -45,8 +45,15 @@ class ApiKey(TenantOwned):
     expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: never expires.")
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # A key acts as this member, with their current role, and goes with them; keys
+    # without one were made by the operator and act for the whole tenant.
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The member the key acts as; empty: made by the operator, acts for the tenant.",
     )
     source = models.CharField(max_length=16, default="admin", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -74,8 +81,9 @@ class PairingCode(TenantOwned):
     expires_at = models.DateTimeField()
     used_at = models.DateTimeField(null=True, blank=True, editable=False)
     api_key = models.ForeignKey(ApiKey, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    # The key it makes acts as this member (empty: the operator's, for the tenant).
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, blank=True, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

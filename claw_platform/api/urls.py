@@ -1,6 +1,7 @@
 """Routes of the REST API (/api/v1/), its schema and docs, and the OpenAI-compatible
-/v1/. tests/api/test_isolation.py calls every route listed here with another
-tenant's key: a new route needs an entry there."""
+/v1/. tests/api/test_isolation.py calls every route of the project (this module's and
+every other URL module's, and the WebSocket routes) with another tenant's and another
+member's credentials: a new route needs a classification there."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 from django.utils.html import format_html
 
-from claw_platform.admin.scoped import NotFoundMixin, can_view
+from claw_platform.admin.scoped import NotFoundMixin, sees_every_session
 from claw_platform.audit.models import AuditEvent
 
 
@@ -42,11 +42,13 @@ class AuditEventAdmin(NotFoundMixin, admin.ModelAdmin):
     def pretty_diff(self, obj: AuditEvent) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.diff, indent=2, ensure_ascii=False))
 
+    # The trail names every chat's runs, approvals and their reasons: members, who
+    # see only their own chats (the member rule), do not read it.
     def has_module_permission(self, request: HttpRequest) -> bool:
-        return can_view(request)
+        return sees_every_session(request)
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return can_view(request)
+        return sees_every_session(request)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

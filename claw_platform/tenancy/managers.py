@@ -10,7 +10,12 @@ from claw_platform.tenancy.context import TenantContextMissing, current_tenant_i
 
 
 class TenantQuerySet(models.QuerySet):
-    pass
+    def visible_to(self, caller: Any) -> TenantQuerySet:
+        """The rows ``caller`` sees under the member rule
+        (:func:`claw_platform.tenancy.member_rule.visible_to`)."""
+        from claw_platform.tenancy.member_rule import visible_to
+
+        return visible_to(self, caller)  # type: ignore[return-value]
 
 
 class TenantManager(models.Manager):
@@ -42,6 +47,10 @@ class TenantManager(models.Manager):
 
     def unscoped(self) -> TenantQuerySet:
         return super().get_queryset()  # type: ignore[return-value]
+
+    def visible_to(self, caller: Any) -> TenantQuerySet:
+        """The tenant's rows that ``caller`` sees under the member rule."""
+        return self.get_queryset().visible_to(caller)
 
     def create(self, **kwargs: Any) -> Any:
         if "tenant" not in kwargs and "tenant_id" not in kwargs:

@@ -11,10 +11,28 @@ from claw_platform.api.actions.keys import do_create_api_key
 
 
 def make_key(tenant_set: Any, *scopes: str, name: str = "test key") -> str:
+    """A key the operator made (``claw apikey create``): no person behind it, it acts
+    for the whole tenant within its scopes."""
     _key, plaintext = do_create_api_key(
         tenant_set.tenant, name=name, scopes=list(scopes or ["admin"]), acting_user=tenant_set.owner
     )
     return plaintext
+
+
+def make_person_key(tenant_set: Any, user: Any, *scopes: str, name: str = "person key") -> str:
+    """A key ``user`` made (the admin, ``POST /api/v1/api-keys/``): it acts as them,
+    with their current role."""
+    _key, plaintext = do_create_api_key(
+        tenant_set.tenant, name=name, scopes=list(scopes or ["admin"]), created_by=user, acting_user=user
+    )
+    return plaintext
+
+
+def login_client(user: Any) -> APIClient:
+    """The API with ``user``'s login cookie (as the browser sends it)."""
+    client = APIClient()
+    client.force_login(user)
+    return client
 
 
 def client_for(key: str | None = None) -> APIClient:

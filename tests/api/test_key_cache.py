@@ -114,3 +114,43 @@ def test_a_read_that_raced_a_change_is_not_kept(tenant_a, listening):
     key_cache.forget(stored.prefix)  # a change lands while the row was being read
     key_cache.put(stored.prefix, stored, version)
     assert key_cache.get(stored.prefix) is None
+
+
+def answered_soon(client: Any, path: str, status: int) -> int:
+    """Status of the first call to ``path`` answered ``status`` within 5 s."""
+    deadline = time.monotonic() + 5
+    while True:
+        answer = client.get(path).status_code
+        if answer == status or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.01)
+
+
+def test_a_kept_key_follows_its_creators_role_and_account_changed_elsewhere(tenant_a, listening):
+    from tests.api.conftest import make_person_key
+
+    client = client_for(make_person_key(tenant_a, tenant_a.admin, "admin"))
+    assert client.get("/api/v1/audit-events/").status_code == 200
+    assert key_reads(lambda: client.get("/api/v1/audit-events/"))[1] == 0  # kept
+    from_elsewhere(
+        "UPDATE tenancy_membership SET role = 'member' WHERE user_id = %s AND tenant_id = %s",
+        [tenant_a.admin.pk, tenant_a.tenant.pk],
+    )
+    assert answered_soon(client, "/api/v1/audit-events/", 403) == 403  # a member's key: no admin scope
+    from_elsewhere("UPDATE auth_user SET is_active = false WHERE id = %s", [tenant_a.admin.pk])
+    assert refused_soon(client) == 401
+    from_elsewhere("UPDATE auth_user SET is_active = true WHERE id = %s", [tenant_a.admin.pk])
+    assert answered_soon(client, "/api/v1/agents/", 200) == 200
+    from_elsewhere("DELETE FROM tenancy_membership WHERE user_id = %s", [tenant_a.admin.pk])
+    assert refused_soon(client) == 401
+
+
+def test_a_sign_in_does_not_empty_the_cache(tenant_a, listening):
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import update_last_login
+
+    client = client_for(make_key(tenant_a, "read"))
+    assert client.get("/api/v1/agents/").status_code == 200
+    update_last_login(None, get_user_model().objects.get(pk=tenant_a.member.pk))
+    _response, reads = key_reads(lambda: client.get("/api/v1/agents/"))
+    assert reads == 0

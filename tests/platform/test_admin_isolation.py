@@ -215,3 +215,63 @@ def test_tenant_page_shows_only_the_users_tenant(tenant_a, tenant_b):
     response = client.get(reverse("admin:tenancy_tenant_changelist"))
     assert [t.pk for t in response.context["cl"].result_list] == [tenant_a.tenant.pk]
     assert client.get(reverse("admin:tenancy_tenant_change", args=[tenant_b.tenant.pk])).status_code == 404
+
+
+# ------------------------------------------------------------ the member rule
+
+MEMBER_RULE_MODELS = [m for m in TENANT_MODELS if hasattr(m, "MEMBER_OWNER")]
+
+
+def m1_object(model, chats):
+    """M1's row of ``model`` (its chat, a run of it, its usage row)."""
+    return {
+        Session: chats.session,
+        Run: chats.run,
+        UsageRecord: UsageRecord.objects.unscoped().filter(session=chats.session).first(),
+    }[model]
+
+
+def test_the_session_hung_admin_models_are_these():
+    # A new admin model that hangs off sessions needs a row in m1_object().
+    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord}
+
+
+@pytest.mark.parametrize("model", MEMBER_RULE_MODELS, ids=lambda m: m.__name__)
+def test_a_member_sees_only_their_own_chats_rows(model, member_chats):
+    opts = model._meta
+    changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    mine = m1_object(model, member_chats)
+    m2 = client_for(member_chats.m2)
+    shown = list(m2.get(changelist).context["cl"].result_list)
+    assert mine.pk not in {obj.pk for obj in shown}
+    assert all(model.MEMBER_OWNER and _owner(obj) == member_chats.m2.pk for obj in shown)
+    for view in ("change", "history", "delete"):
+        assert m2.get(admin_url(mine, view)).status_code == 404, view
+    ts = member_chats.tenant_set
+    for user in (ts.owner, ts.admin, ts.viewer, member_chats.m1):
+        rows = client_for(user).get(changelist).context["cl"].result_list
+        assert mine.pk in {obj.pk for obj in rows}, user.username
+        assert client_for(user).get(admin_url(mine, "change")).status_code == 200, user.username
+
+
+def _owner(obj):
+    value = obj
+    for part in obj.MEMBER_OWNER.split("__"):
+        value = getattr(value, part)
+    return getattr(value, "pk", value)
+
+
+def test_a_member_does_not_read_the_audit_trail(member_chats):
+    # It names every chat's runs and approvals (with their reasons).
+    audit = reverse("admin:audit_auditevent_changelist")
+    assert client_for(member_chats.m2).get(audit).status_code == 403
+    for user in (member_chats.tenant_set.owner, member_chats.tenant_set.viewer):
+        assert client_for(user).get(audit).status_code == 200
+
+
+def test_a_member_cannot_cancel_another_members_run_with_the_bulk_action(member_chats):
+    client_for(member_chats.m2).post(
+        reverse("admin:agents_run_changelist"),
+        {"action": "cancel_runs", "_selected_action": [member_chats.run.pk]},
+    )
+    assert Run.objects.unscoped().get(pk=member_chats.run.pk).status == "awaiting_approval"

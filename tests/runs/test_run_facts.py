@@ -38,10 +38,13 @@ def statements(monkeypatch):
     return seen
 
 
-def run_once(ts, fake_llm, session=None, *, before_run: list[str] | None = None) -> Any:
-    """Send a message and run it; ``before_run`` is emptied in between."""
+def run_once(
+    ts, fake_llm, session=None, *, before_run: list[str] | None = None, sender: Any = "member"
+) -> Any:
+    """Send a message (as the member, or ``sender``) and run it; ``before_run`` is
+    emptied in between."""
     fake_llm.script(FakeTurn(text="ok"))
-    run = send(session or new_session(ts), "hi", ts.member)
+    run = send(session or new_session(ts), "hi", ts.member if sender == "member" else sender)
     if before_run is not None:
         before_run.clear()
     assert execute_run(run.pk, wait=True) == "completed"
@@ -85,4 +88,5 @@ def test_a_run_for_no_user_acts_as_a_member(live_agent, fake_llm, settings):
 
     settings.CLAW_RUN_TOOLS_FACTORY = TOOLS
     session = do_create_session(live_agent.agent, user=None, title="routine")
-    assert run_once(live_agent, fake_llm, session).role == "member"
+    # Sent by the system (as a routine is): a member cannot write to a chat not theirs.
+    assert run_once(live_agent, fake_llm, session, sender=None).role == "member"

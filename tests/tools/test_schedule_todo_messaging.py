@@ -104,7 +104,7 @@ def test_todos_are_kept_per_session(tenant_a, tenant_b):
 
 def test_send_message_reaches_another_session_of_the_tenant_only(tenant_a, tenant_b):
     run = Run(tenant_a.agent, tenant_a.member)
-    target = do_create_session(tenant_a.agent, user=tenant_a.admin, title="ops room")
+    target = do_create_session(tenant_a.agent, user=tenant_a.member, title="ops room")
     sent = run.call("send_message", session_id=str(target.pk), text="Deploy finished")
     assert sent.content == f"Sent to session {target.pk}."
     message = Message.objects.unscoped().get(session=target)
@@ -118,6 +118,27 @@ def test_send_message_reaches_another_session_of_the_tenant_only(tenant_a, tenan
     assert not Message.objects.unscoped().filter(session=foreign).exists()
     assert run.call("send_message", session_id="not-a-uuid", text="x").error_type == "tool_error"
     assert run.call("send_message", session_id=str(run.session.pk), text="x").error_type == "tool_error"
+
+
+def test_send_message_follows_the_member_rule(tenant_a):
+    # A member's run posts only into the member's own chats (issue 21); an admin's
+    # run may post into any chat of the tenant, as the admin may act in any.
+    admins_chat = do_create_session(tenant_a.agent, user=tenant_a.admin, title="ops room")
+    refused = Run(tenant_a.agent, tenant_a.member).call(
+        "send_message", session_id=str(admins_chat.pk), text="hi"
+    )
+    assert refused.error_type == "tool_error"
+    assert "no session" in refused.content
+    assert not Message.objects.unscoped().filter(session=admins_chat).exists()
+    members_chat = do_create_session(tenant_a.agent, user=tenant_a.member, title="mine")
+    sent = Run(tenant_a.agent, tenant_a.admin).call(
+        "send_message", session_id=str(members_chat.pk), text="hi"
+    )
+    assert sent.content == f"Sent to session {members_chat.pk}."
+    viewer = Run(tenant_a.agent, tenant_a.viewer).call(
+        "send_message", session_id=str(members_chat.pk), text="x"
+    )
+    assert viewer.is_error
 
 
 def _with_history(tenant_set, user, text: str):

@@ -415,3 +415,24 @@ def test_a_lost_end_of_run_frame_is_recovered_from_the_server(
     page.wait_for_selector("#stop", state="hidden", timeout=30_000)
     assert dropped, "the test meant to drop the run.completed frame"
     page.context.close()
+
+
+def test_an_open_chat_follows_a_change_of_the_members_rights(
+    stack: Stack, browser: Any, live_agent: Any
+) -> None:
+    # Issue 21, defect 5: lowering a member to viewer closes their socket (4403) and the
+    # page is drawn again for the new role; removing them leaves the chat closed.
+    from claw_platform.tenancy.models import Membership, Role
+
+    session = chat_session(live_agent)
+    page = open_session(browser, stack, live_agent, session)
+    assert page.is_enabled("#message")
+    membership = Membership.objects.unscoped().get(tenant=live_agent.tenant, user=live_agent.member)
+    membership.role = Role.VIEWER
+    membership.save()
+    page.wait_for_selector("#message[disabled]", state="attached")
+    page.wait_for_selector("body[data-socket=open]", state="attached")
+    assert "You can read this chat but not write in it" in page.content()
+    membership.delete()
+    page.wait_for_selector("text=This chat is not available to you.")
+    assert page.evaluate("document.body.dataset.socket") == "closed"

@@ -1,7 +1,9 @@
 """send_message and export_chat (T8).
 
 - ``send_message`` posts a text into another session of the same tenant (its active
-  thread, as a message marked with the sender), through ``do_post_session_message``.
+  thread, as a message marked with the sender), through ``do_post_session_message``:
+  one the run's person may act in (the member rule: a member's run posts only into
+  that member's own sessions; an owner's or admin's into any).
 - ``export_chat`` writes a session's history (this one, or another of the same user
   and tenant) as Markdown or JSON into the workspace, and returns the file's path.
 
@@ -24,6 +26,7 @@ from agents.engine.types import TextPart, ToolCallPart, ToolResultPart
 from agents.models import Message, MessageState, Session, Thread
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.db import db_async
+from claw_platform.tenancy.member_rule import Caller
 from tools_app.context import ToolContext, tool_context
 from tools_app.guards.paths import display_path, resolve_workspace_path
 from tools_app.registry import TOOL_ERROR, Tool, ToolError
@@ -98,6 +101,10 @@ class SendMessageTool(Tool):
 
         def send() -> str:
             target = _find_session(context, args["session_id"])
+            person = Caller(context.tenant_id, context.user_id, context.role)
+            if not person.acts_in_session_of(target.user_id):
+                # Another member's chat is refused like a missing one.
+                raise ToolError(TOOL_ERROR, f"There is no session {args['session_id']!r}.")
             if str(target.pk) == context.session_id:
                 raise ToolError(TOOL_ERROR, "That is this conversation; just answer here.")
             if target.active_thread_id is None:

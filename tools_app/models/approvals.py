@@ -10,6 +10,8 @@ from claw_platform.tenancy.models import TenantOwned
 
 
 class ToolApprovalGrant(TenantOwned):
+    MEMBER_OWNER = "session__user"  # whose session: the member rule (tenancy.member_rule)
+
     session = models.ForeignKey("agents.Session", on_delete=models.CASCADE, related_name="+")
     tool_name = models.CharField(max_length=200)
     # sha256 of the canonical JSON of the arguments (see tools_app.policy.approval).

@@ -8,6 +8,8 @@ from claw_platform.tenancy.models import TenantOwned
 
 
 class SessionTodoList(TenantOwned):
+    MEMBER_OWNER = "session__user"  # whose session: the member rule (tenancy.member_rule)
+
     session = models.OneToOneField("agents.Session", on_delete=models.CASCADE, related_name="+")
     items = models.JSONField(default=list)
     updated_at = models.DateTimeField(auto_now=True)

@@ -614,6 +614,11 @@
         location.href = "/chat/login/?next=" + encodeURIComponent(location.pathname);
         return;
       }
+      if (event.code === 4403) {
+        // Your role in the team changed: the page is drawn again for the new one.
+        location.reload();
+        return;
+      }
       if (event.code === 4404) {
         closedForGood = true;
         addNote("This chat is not available to you.", "error");

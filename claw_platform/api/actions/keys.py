@@ -15,6 +15,7 @@ from claw_platform.audit.actions import record_audit_event
 from claw_platform.tenancy.models import Tenant
 
 PAIRING_CODE_TTL = timedelta(minutes=10)
+_ACTING_USER: Any = object()
 
 
 def check_scopes(scopes: list[str]) -> list[str]:
@@ -82,10 +83,15 @@ def do_issue_pairing_code(
     name: str,
     scopes: list[str],
     acting_user: Any,
+    created_by: Any = _ACTING_USER,
     ttl: timedelta = PAIRING_CODE_TTL,
     ip: str | None = None,
 ) -> tuple[PairingCode, str]:
-    """A one-time code, valid for ``ttl``; returns it with the plaintext code."""
+    """A one-time code, valid for ``ttl``; returns it with the plaintext code. The key
+    it makes acts as ``created_by`` (default: ``acting_user``; None or an API key's
+    actor without a person: the operator's, for the whole tenant)."""
+    if created_by is _ACTING_USER:
+        created_by = acting_user
     name = name.strip()
     if not name:
         raise ValueError("A pairing code needs the name of the key it will make.")
@@ -96,7 +102,7 @@ def do_issue_pairing_code(
         code_hash=sha256_hex(normalise_pairing_code(code)),
         scopes=check_scopes(scopes),
         expires_at=timezone.now() + ttl,
-        created_by=acting_user if getattr(acting_user, "pk", None) else None,
+        created_by=created_by if getattr(created_by, "pk", None) else None,
     )
     record_audit_event(
         action="pairingcode.issued",

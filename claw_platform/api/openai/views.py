@@ -29,6 +29,7 @@ from agents.models import Agent, Message, Run, RunStatus, UsageRecord
 from agents.runtime.chat import handle_message
 from claw_platform.api.actions.sessions import do_open_api_session, do_seed_history
 from claw_platform.api.auth import authenticate_key, bearer_token
+from claw_platform.api.credential_watch import credential_watch
 from claw_platform.api.live import SSE_HEADERS, follow_run, settle_run
 from claw_platform.api.openai.wire import (
     ChatRequest,
@@ -40,6 +41,7 @@ from claw_platform.api.openai.wire import (
     usage_body,
 )
 from claw_platform.api.principal import Principal
+from claw_platform.api.stream_access import while_allowed
 from claw_platform.api.throttling import PrincipalRateThrottle
 from claw_platform.api.views.base import content_length
 from claw_platform.db import db_async
@@ -137,6 +139,7 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
     if request.method != "POST":
         return _error_response(WireError("Use POST.", status=405, code="method_not_allowed"))
     try:
+        since = credential_watch.generation()
         principal = await _db(_authenticate)(request)
         if not principal.allows("write"):
             raise WireError(
@@ -168,7 +171,9 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
         return _error_response(error)
     deadline = time.monotonic() + float(settings.CLAW_API_WAIT_SECONDS)
     if chat.stream:
-        streaming = StreamingHttpResponse(_stream(started, chat, deadline), content_type="text/event-stream")
+        streaming = StreamingHttpResponse(
+            _stream(started, chat, deadline, principal, since), content_type="text/event-stream"
+        )
         for name, value in SSE_HEADERS.items():
             streaming[name] = value
         streaming["X-Claw-Session"] = str(started.session_id)
@@ -198,8 +203,18 @@ def _start(principal: Principal, chat: ChatRequest, session_key: str) -> _Starte
         with transaction.atomic():
             if key:
                 session = session_for_external_key(
-                    agent, f"openai:{agent.slug}:{key}", user=principal.session_user, channel="openai"
+                    agent,
+                    principal.outside_session_key(f"openai:{agent.slug}:{key}"),
+                    user=principal.session_user,
+                    channel="openai",
                 )
+                if not principal.caller.acts_in_session_of(session.user_id):
+                    raise WireError(
+                        "This session key names a session you cannot use.",
+                        "user",
+                        status=409,
+                        code="conflict",
+                    )
                 if not session.title:
                     do_set_title(session, _title(chat.text))
                     session.title = _title(chat.text)
@@ -276,20 +291,34 @@ def _data(payload: Any) -> bytes:
     return f"data: {json.dumps(payload, separators=(',', ':'))}\n\n".encode()
 
 
-async def _stream(started: _Started, chat: ChatRequest, deadline: float) -> AsyncIterator[bytes]:
+async def _stream(
+    started: _Started, chat: ChatRequest, deadline: float, principal: Principal, since: int
+) -> AsyncIterator[bytes]:
     assert started.run is not None
     run_id = started.run.pk
     completion_id, created = f"chatcmpl-{run_id}", int(time.time())
     yield _data(chunk_body(completion_id, chat.model, created, {"role": "assistant", "content": ""}))
     streamed = ""
-    async for frame in follow_run(run_id, started.session_id, deadline=deadline):
-        kind = frame["type"]
-        if kind == "chunk":
-            text = str(frame["payload"].get("text", ""))
-            streamed += text
-            yield _data(chunk_body(completion_id, chat.model, created, {"content": text}))
-        elif kind in {"run.completed", "run.failed", "run.cancelled", "approval_needed"}:
-            break
+    async with while_allowed(principal, since=since) as allowed:
+        async for frame in follow_run(run_id, started.session_id, deadline=deadline, still_allowed=allowed):
+            kind = frame["type"]
+            if kind == "chunk":
+                text = str(frame["payload"].get("text", ""))
+                streamed += text
+                yield _data(chunk_body(completion_id, chat.model, created, {"content": text}))
+            elif kind in {"run.completed", "run.failed", "run.cancelled", "approval_needed"}:
+                break
+        if not allowed():
+            yield _data(
+                WireError(
+                    "This API key no longer has access.",
+                    status=401,
+                    code="invalid_api_key",
+                    error_type="authentication_error",
+                ).body()
+            )
+            yield b"data: [DONE]\n\n"
+            return
     run = await settle_run(run_id, deadline=deadline)
     try:
         final = _outcome_text(run)

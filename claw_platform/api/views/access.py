@@ -96,6 +96,8 @@ class PairingCodeView(TenantAPIView):
             scopes=data["scopes"],
             ttl=timedelta(seconds=data["ttl_seconds"]),
             acting_user=self.principal.acting_user,
+            # A person's key issues codes for keys that act as that person.
+            created_by=self.principal.session_user,
             ip=client_ip(request),
         )
         return Response(

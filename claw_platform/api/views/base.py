@@ -13,6 +13,7 @@ from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from claw_platform.api.credential_watch import credential_watch
 from claw_platform.api.errors import ApiError
 from claw_platform.api.principal import Principal
 from claw_platform.tenancy.context import all_tenants, reset_scope, set_scope
@@ -30,11 +31,15 @@ class TenantScopedMixin:
 
     max_body_bytes: int | None = None
     _scope_token: object | None = None
+    # credential_watch's generation before the caller was authenticated: a stream
+    # this request serves ends if the caller's rights change after it (stream_access).
+    credentials_since = 0
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         limit = self.max_body_bytes or settings.CLAW_API_MAX_BODY_BYTES
         if content_length(request) > limit:
             raise ApiError(413, "payload_too_large", f"The request body is over {limit:,} bytes.")
+        self.credentials_since = credential_watch.generation()
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
         principal = request.auth
         if isinstance(principal, Principal):

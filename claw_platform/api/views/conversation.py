@@ -56,6 +56,7 @@ from claw_platform.api.serializers.conversation import (
     SessionSerializer,
     run_payload,
 )
+from claw_platform.api.stream_access import while_allowed
 from claw_platform.api.views.base import TenantViewSet
 from claw_platform.audit.actions import client_ip
 
@@ -85,19 +86,29 @@ def wait_response(run: Run, seconds: int | None, *, queued_at: float | None = No
 
 
 def stream_response(
-    run: Run, seconds: int | None, *, after: int = 0, first: dict[str, Any] | None = None
+    view: TenantViewSet,
+    run: Run,
+    seconds: int | None,
+    *,
+    after: int = 0,
+    first: dict[str, Any] | None = None,
 ) -> StreamingHttpResponse:
     """The run's events as server-sent events (``id`` is the stored sequence number;
-    chunk/thinking carry none), until it finishes or pauses for approval."""
+    chunk/thinking carry none), until it finishes or pauses for approval, or the
+    caller's rights change."""
     deadline = _deadline(seconds)
     run_id, session_id = run.pk, run.session_id
+    principal, since = view.principal, view.credentials_since
 
     async def body() -> AsyncIterator[bytes]:
         if first is not None:
             yield sse("run.created", first)
-        async for frame in follow_run(run_id, session_id, after=after, deadline=deadline):
-            ephemeral = frame["type"] in EPHEMERAL_EVENTS
-            yield sse(frame["type"], frame, None if ephemeral else frame["seq"])
+        async with while_allowed(principal, since=since) as allowed:
+            async for frame in follow_run(
+                run_id, session_id, after=after, deadline=deadline, still_allowed=allowed
+            ):
+                ephemeral = frame["type"] in EPHEMERAL_EVENTS
+                yield sse(frame["type"], frame, None if ephemeral else frame["seq"])
 
     response = StreamingHttpResponse(body(), content_type="text/event-stream")
     for name, value in SSE_HEADERS.items():
@@ -125,7 +136,11 @@ class SessionViewSet(
     http_method_names = ["get", "post", "delete", "head", "options"]
 
     def scoped_queryset(self) -> Any:
-        return Session.objects.select_related("agent").order_by("-last_activity_at", "id")
+        return (
+            Session.objects.visible_to(self.principal.caller)
+            .select_related("agent")
+            .order_by("-last_activity_at", "id")
+        )
 
     @extend_schema(
         request=SessionCreateSerializer, responses={201: SessionSerializer, 200: SessionSerializer}
@@ -137,6 +152,13 @@ class SessionViewSet(
         key = data.get("external_key")
         if key:
             existing = Session.objects.filter(external_key=key).select_related("agent").first()
+            if existing is not None and not self.principal.caller.sees_session_of(existing.user_id):
+                raise ApiError(
+                    409,
+                    "conflict",
+                    "This external_key belongs to another session.",
+                    {"external_key": ["In use by another session."]},
+                )
             if existing is not None:
                 if existing.agent_id != data["agent"].pk:
                     raise ApiError(
@@ -226,7 +248,7 @@ class SessionViewSet(
             return Response(run_payload(run), status=202 if command is None else 200)
         if mode == "wait":
             return wait_response(run, timeout, queued_at=queued_at if new_run else None)
-        return stream_response(run, timeout, first=run_payload(run))
+        return stream_response(self, run, timeout, first=run_payload(run))
 
     def _send(self, pk: str, text: str) -> Run | None:
         """A message to session ``pk`` of the caller's tenant. The action's locking read
@@ -266,7 +288,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
     lookup_value_regex = r"[0-9]{1,18}"
 
     def scoped_queryset(self) -> Any:
-        return Run.objects.select_related("turn").order_by("-id")
+        return Run.objects.visible_to(self.principal.caller).select_related("turn").order_by("-id")
 
     @extend_schema(request=None, responses=RunSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)
@@ -299,7 +321,7 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
         run = self.get_object()
         after = _int_param(request, "after", request.META.get("HTTP_LAST_EVENT_ID") or 0, minimum=0)
         if wants_sse(request):
-            return stream_response(run, _int_param(request, "timeout", None, minimum=1))
+            return stream_response(self, run, _int_param(request, "timeout", None, minimum=1))
         events = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:1000]
         return Response(RunEventSerializer(events, many=True).data)
 
@@ -338,7 +360,7 @@ class ApprovalViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantVi
     lookup_value_regex = r"[0-9]{1,18}"
 
     def scoped_queryset(self) -> Any:
-        return ApprovalRequest.objects.select_related("run").order_by("-id")
+        return ApprovalRequest.objects.visible_to(self.principal.caller).select_related("run").order_by("-id")
 
     @extend_schema(request=DecisionSerializer, responses=ApprovalSerializer)
     @action(detail=True, methods=["post"], filterset_class=None)

@@ -15,13 +15,16 @@ from rest_framework.request import Request
 
 from claw_platform.api.live import SSE_HEADERS, follow_tenant, latest_tenant_event_id, sse
 from claw_platform.api.renderers import SSE_RENDERERS
+from claw_platform.api.stream_access import while_allowed
 from claw_platform.api.views.base import TenantAPIView
 from claw_platform.api.views.conversation import _int_param
 
 
 class TenantEventsView(TenantAPIView):
-    """Run events of every session of the tenant (run.started, tool.call,
-    tool.result, approval_needed, run.completed …; not the token chunks). A new
+    """Run events of every session of the tenant that the caller sees (a member:
+    their own sessions'; run.started, tool.call, tool.result, approval_needed,
+    run.completed …; not the token chunks). The stream ends when the caller's
+    rights change (a key revoked, a member removed ...). A new
     connection starts with events after ``Last-Event-ID`` (or ``?after=``), else
     with what happens from now on. The server ends the stream after
     ``CLAW_SSE_MAX_SECONDS`` (or ``?timeout=``); reconnect with the last id."""
@@ -39,20 +42,23 @@ class TenantEventsView(TenantAPIView):
         },
     )
     def get(self, request: Request) -> Any:
-        tenant_id = self.principal.tenant_id
+        principal, since = self.principal, self.credentials_since
         after = _int_param(request, "after", request.META.get("HTTP_LAST_EVENT_ID"), minimum=0)
         if after is None:
-            after = latest_tenant_event_id(tenant_id)
+            after = latest_tenant_event_id(principal.tenant_id)
         timeout = _int_param(request, "timeout", None, minimum=1) or settings.CLAW_SSE_MAX_SECONDS
         deadline = time.monotonic() + min(float(timeout), float(settings.CLAW_SSE_MAX_SECONDS))
 
         async def body() -> AsyncIterator[bytes]:
             yield b": connected\n\n"
-            async for event_id, frame in follow_tenant(tenant_id, after_id=after, deadline=deadline):
-                if not event_id:
-                    yield b": keep-alive\n\n"
-                    continue
-                yield sse(frame["type"], frame, event_id)
+            async with while_allowed(principal, since=since) as allowed:
+                async for event_id, frame in follow_tenant(
+                    principal.caller, after_id=after, deadline=deadline, still_allowed=allowed
+                ):
+                    if not event_id:
+                        yield b": keep-alive\n\n"
+                        continue
+                    yield sse(frame["type"], frame, event_id)
 
         response = StreamingHttpResponse(body(), content_type="text/event-stream")
         for name, value in SSE_HEADERS.items():

@@ -170,8 +170,18 @@ class HookView(TenantAPIView):
         key = data.get("session_key")
         if key:
             session = session_for_external_key(
-                agent, f"hook:{key}", user=self.principal.session_user, channel="webhook"
+                agent,
+                self.principal.outside_session_key(f"hook:{key}"),
+                user=self.principal.session_user,
+                channel="webhook",
             )
+            if not self.principal.caller.acts_in_session_of(session.user_id):
+                raise ApiError(
+                    409,
+                    "conflict",
+                    "session_key: It names a session you cannot use.",
+                    {"session_key": ["It names a session you cannot use."]},
+                )
             if not session.title:
                 # Titled here: no extra LLM call for a title per hook.
                 do_set_title(session, f"webhook {key}")

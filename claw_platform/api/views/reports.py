@@ -68,7 +68,7 @@ UsageResponse = inline_serializer(
 
 
 class UsageView(TenantAPIView):
-    """Tokens, cost and LLM calls of the tenant, grouped."""
+    """Tokens, cost and LLM calls of the tenant, grouped (a member: their own calls)."""
 
     @extend_schema(parameters=[UsageQuery], responses=UsageResponse)
     def get(self, request: Request) -> Response:
@@ -78,7 +78,9 @@ class UsageView(TenantAPIView):
         tz = timezone.get_current_timezone()
         start = timezone.make_aware(datetime.combine(q["since"], time.min), tz)
         end = timezone.make_aware(datetime.combine(q["until"] + timedelta(days=1), time.min), tz)
-        records = UsageRecord.objects.filter(created_at__gte=start, created_at__lt=end)
+        records = UsageRecord.objects.visible_to(self.principal.caller).filter(
+            created_at__gte=start, created_at__lt=end
+        )
         if q.get("agent"):
             records = records.filter(agent__slug=q["agent"])
         groups: list[str] = q["group_by"]
