@@ -81,7 +81,7 @@ def _run(template: str):  # type: ignore[no-untyped-def]
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("api", "0004_rate_limit"),
+        ("api", "0005_key_and_code_hashes_are_secret_digests"),
         ("tenancy", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
