@@ -40,7 +40,7 @@ if env_bool("CLAW_SERVE_STATIC", False):
 from channels.routing import URLRouter  # noqa: E402
 
 from channels_app.origin import OriginOrKeyClientValidator  # noqa: E402
-from channels_app.routing import websocket_urlpatterns  # noqa: E402
+from channels_app.routing import unknown_socket_route, websocket_urlpatterns  # noqa: E402
 from channels_app.socket_session import socket_auth_stack  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -48,7 +48,9 @@ application = ProtocolTypeRouter(
         "http": django_application,
         # The login session authenticates a browser's socket, whose Origin must name an
         # allowed host; an API client (no Origin) sends an API key in its first frame.
-        "websocket": OriginOrKeyClientValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginOrKeyClientValidator(
+            socket_auth_stack(URLRouter([*websocket_urlpatterns, unknown_socket_route]))
+        ),
     }
 )
 

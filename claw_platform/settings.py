@@ -165,7 +165,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["claw_platform.api.permissions.HasScope"],
     "DEFAULT_THROTTLE_CLASSES": ["claw_platform.api.throttling.PrincipalRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"principal": CLAW_API_RATE, "pair": CLAW_PAIR_RATE},
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["claw_platform.api.parsers.JsonParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "claw_platform.api.pagination.StrictLimitOffsetPagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],

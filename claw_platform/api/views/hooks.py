@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -34,6 +35,7 @@ from claw_platform.api.actions.sessions import do_open_api_session
 from claw_platform.api.errors import ApiError
 from claw_platform.api.live import settle_run
 from claw_platform.api.models import AgentWebhook, IdempotencyRecord, WebhookMode
+from claw_platform.api.parsers import parse_api_json
 from claw_platform.api.serializers.base import StrictSerializer
 from claw_platform.api.serializers.conversation import MAX_MESSAGE_CHARS, RunSerializer, run_payload
 from claw_platform.api.throttling import FixedRateThrottle, source_address
@@ -41,6 +43,8 @@ from claw_platform.api.views.base import TenantAPIView
 from claw_platform.db import db_async
 
 MAX_HOOK_BODY_BYTES = 64 * 1024
+# Unix seconds: a number a float can hold (a 400-digit one overflowed the window check).
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
 DEFAULT_WEBHOOK = AgentWebhook(
     enabled=True, signing_secret="", tolerance_seconds=300, mode=WebhookMode.SYNC, rate_per_minute=60
 )
@@ -85,10 +89,9 @@ def check_signature(webhook: AgentWebhook, request: Request, body: bytes) -> Non
         raise ApiError(
             401, "signature_required", "This hook needs X-Claw-Timestamp and X-Claw-Signature headers."
         )
-    try:
-        sent_at = int(timestamp)
-    except ValueError:
-        raise ApiError(400, "invalid", "X-Claw-Timestamp must be Unix seconds.") from None
+    if not TIMESTAMP.fullmatch(timestamp):
+        raise ApiError(400, "invalid", "X-Claw-Timestamp must be Unix seconds.")
+    sent_at = int(timestamp)
     if abs(time.time() - sent_at) > webhook.tolerance_seconds:
         raise ApiError(403, "stale_signature", "The signed timestamp is outside the replay window.")
     expected = signature_for(webhook.signing_secret, timestamp, body)
@@ -133,11 +136,7 @@ class HookView(TenantAPIView):
             self.throttled(request, throttle.wait())
         if webhook.signing_secret:
             check_signature(webhook, request, raw)
-        try:
-            data = json.loads(raw or b"null")
-        except ValueError:
-            raise ApiError(400, "parse_error", "The body is not valid JSON.") from None
-        body = HookBody(data=data)
+        body = HookBody(data=parse_api_json(raw or b"null"))
         body.is_valid(raise_exception=True)
         mode = body.validated_data.get("mode") or webhook.mode
 
