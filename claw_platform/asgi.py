@@ -42,10 +42,13 @@ from channels.routing import URLRouter  # noqa: E402
 from channels_app.origin import OriginOrKeyClientValidator  # noqa: E402
 from channels_app.routing import unknown_socket_route, websocket_urlpatterns  # noqa: E402
 from channels_app.socket_session import socket_auth_stack  # noqa: E402
+from claw_platform.body_limit import BodyLimitMiddleware  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        # Every route's body cap, on the bytes received (chunked or not), before
+        # Django reads the body.
+        "http": BodyLimitMiddleware(django_application),
         # The login session authenticates a browser's socket, whose Origin must name an
         # allowed host; an API client (no Origin) sends an API key in its first frame.
         "websocket": OriginOrKeyClientValidator(
@@ -55,10 +58,12 @@ application = ProtocolTypeRouter(
 )
 
 if serving:
+    from claw_platform.body_limit import install_daphne_body_caps
     from claw_platform.heap import freeze_startup_heap
     from claw_platform.immediate_writes import install_immediate_writes
     from claw_platform.lazy_log_args import install_lazy_autobahn_log_args
 
+    install_daphne_body_caps()
     install_immediate_writes()
     install_lazy_autobahn_log_args()
     freeze_startup_heap()
