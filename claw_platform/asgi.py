@@ -18,6 +18,8 @@ if serving:
     # every request a new one (a few ms each). Read when the settings load, just below.
     # No connection outlives its request thread, even with the pool turned off.
     os.environ.setdefault("CLAW_DB_POOL_SIZE", "20")
+    # A request that finds the database away answers 503 after this long, not 10 s.
+    os.environ.setdefault("CLAW_DB_CONNECT_TIMEOUT", "2")
     os.environ["CLAW_DB_CONN_MAX_AGE"] = "0"
 
 django_application = get_asgi_application()
