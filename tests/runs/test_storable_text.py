@@ -112,3 +112,30 @@ def test_a_database_error_fails_the_run_with_a_readable_reason_and_keeps_its_his
     # The first step (the tool call and its result) is kept.
     kept = [p["type"] for m in Message.objects.unscoped().filter(turn_id=run.turn_id) for p in m.parts]
     assert {"tool_call", "tool_result"} <= set(kept), kept
+
+
+def test_titles_memory_and_audit_rows_store_nul_and_lone_surrogates(live_agent):
+    """The other places model and tool text lands, each through its own writer."""
+    from agents.actions.conversation import do_set_title
+    from agents.memory.store import MemoryOwner, PostgresMemoryStore
+    from agents.models import MemoryEntry, Session
+    from claw_platform.audit.actions import record_audit_event
+    from claw_platform.audit.models import AuditEvent
+    from claw_platform.tenancy.context import tenant_context
+
+    session = new_session(live_agent)
+    do_set_title(session, "Title \x00 with \ud800 junk")
+    assert Session.objects.unscoped().get(pk=session.pk).title == f"Title {R} with {R} junk"
+    owner = MemoryOwner(live_agent.tenant.pk, live_agent.agent.pk, live_agent.member.pk)
+    hit = PostgresMemoryStore().write(owner, "likes \x00 tea \udfff", scope="user", category="core")
+    assert MemoryEntry.objects.unscoped().get(pk=hit.id).content == f"likes {R} tea {R}"
+    assert [h.id for h in PostgresMemoryStore().search(owner, "tea")] == [hit.id]
+    with tenant_context(live_agent.tenant.pk):
+        record_audit_event(
+            action="tool.executed",
+            actor=live_agent.member,
+            tenant_id=live_agent.tenant.pk,
+            diff={"arguments": {"path\x00": "x\x00\udc80"}},
+        )
+    event = AuditEvent.objects.unscoped().filter(action="tool.executed").latest("pk")
+    assert event.diff == {"arguments": {f"path{R}": f"x{R}{R}"}}
