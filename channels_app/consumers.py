@@ -209,11 +209,11 @@ class SessionConsumer(LiveJsonConsumer):
             logger.exception("socket frame %r failed in session %s", kind, self.session.pk)
             await self._error("Something went wrong on the server; please try again.")
 
-    async def decode_json(self, text_data: str) -> Any:
-        try:
-            return await super().decode_json(text_data)
-        except ValueError:
-            return {"type": "invalid"}
+    async def receive_unreadable(self, reason: str) -> None:
+        if self.awaiting_key:
+            await self._authenticate_key(None)  # not an auth frame: closes with 4401
+            return
+        await self._error(reason)
 
     def _require_actor(self) -> None:
         if not self.can_act:

@@ -27,7 +27,11 @@ from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 
+from claw_platform.json_input import JsonInputError, parse_json
+
 logger = logging.getLogger(__name__)
+
+CLOSE_UNREADABLE = 4400
 
 
 class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
@@ -84,6 +88,23 @@ class LiveJsonConsumer(AsyncJsonWebsocketConsumer):
                 raise ValueError(f"No handler for message type {message['type']}")
             self._handlers[message["type"]] = handler
         await handler(message)
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """A client frame, parsed by the product's one JSON parser (depth limit, no NUL,
+        no lone surrogates): what it refuses goes to :meth:`receive_unreadable`."""
+        try:
+            content = parse_json(text_data if text_data is not None else (bytes_data or b""))
+        except JsonInputError as exc:
+            await self.receive_unreadable(exc.message)
+            return
+        await self.receive_json(content, **kwargs)
+
+    async def receive_unreadable(self, reason: str) -> None:
+        """A frame that is not JSON this product takes. By default the socket closes
+        (4400); a consumer may answer with an error frame instead."""
+        await self.close(code=CLOSE_UNREADABLE)
 
     async def send_text(self, text: str) -> None:
         """One text frame, straight to the server (``send(text_data=...)`` without

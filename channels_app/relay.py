@@ -20,6 +20,7 @@ from channels.layers import get_channel_layer
 
 from agents.runtime.relay_pump import EPHEMERAL_EVENTS, MAX_MERGED_CHARS
 from claw_platform.db import db_async
+from claw_platform.storable import storable
 
 logger = logging.getLogger(__name__)
 
@@ -98,18 +99,29 @@ class ChannelLayerRelay:
         if unknown:
             for run_id, session_id, tenant_id in await db_async(_sessions_of_runs)(sorted(unknown)):
                 self.remember_run(run_id, session_id, tenant_id)
+        try:
+            try:
+                await group_send_many(layer, self._layer_messages(events))
+            except (UnicodeEncodeError, orjson.JSONEncodeError):
+                # A lone surrogate (from a tool's output, say) cannot be encoded: the
+                # events go out with it replaced rather than not at all, and the
+                # other runs' events of the batch with them.
+                await group_send_many(layer, self._layer_messages(events, clean=True))
+        except Exception:
+            logger.exception(
+                "relaying %d events of runs %s failed", len(events), sorted({e[0] for e in events})
+            )
+
+    def _layer_messages(
+        self, events: list[tuple[int, int, str, dict[str, Any]]], *, clean: bool = False
+    ) -> list[tuple[str, dict[str, Any]]]:
         messages: list[tuple[str, dict[str, Any]]] = []
         for run_id, seq, event_type, payload in events:
             groups = self._sessions.get(run_id)
             if groups is None:
                 continue  # the run is gone
-            messages += _messages(groups, run_id, seq, event_type, payload)
-        try:
-            await group_send_many(layer, messages)
-        except Exception:
-            logger.exception(
-                "relaying %d events of runs %s failed", len(events), sorted({e[0] for e in events})
-            )
+            messages += _messages(groups, run_id, seq, event_type, storable(payload) if clean else payload)
+        return messages
 
 
 def _messages(

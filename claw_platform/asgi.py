@@ -18,6 +18,8 @@ if serving:
     # every request a new one (a few ms each). Read when the settings load, just below.
     # No connection outlives its request thread, even with the pool turned off.
     os.environ.setdefault("CLAW_DB_POOL_SIZE", "20")
+    # A request that finds the database away answers 503 after this long, not 10 s.
+    os.environ.setdefault("CLAW_DB_CONNECT_TIMEOUT", "2")
     os.environ["CLAW_DB_CONN_MAX_AGE"] = "0"
 
 django_application = get_asgi_application()
@@ -40,23 +42,30 @@ if env_bool("CLAW_SERVE_STATIC", False):
 from channels.routing import URLRouter  # noqa: E402
 
 from channels_app.origin import OriginOrKeyClientValidator  # noqa: E402
-from channels_app.routing import websocket_urlpatterns  # noqa: E402
+from channels_app.routing import unknown_socket_route, websocket_urlpatterns  # noqa: E402
 from channels_app.socket_session import socket_auth_stack  # noqa: E402
+from claw_platform.body_limit import BodyLimitMiddleware  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_application,
+        # Every route's body cap, on the bytes received (chunked or not), before
+        # Django reads the body.
+        "http": BodyLimitMiddleware(django_application),
         # The login session authenticates a browser's socket, whose Origin must name an
         # allowed host; an API client (no Origin) sends an API key in its first frame.
-        "websocket": OriginOrKeyClientValidator(socket_auth_stack(URLRouter(websocket_urlpatterns))),
+        "websocket": OriginOrKeyClientValidator(
+            socket_auth_stack(URLRouter([*websocket_urlpatterns, unknown_socket_route]))
+        ),
     }
 )
 
 if serving:
+    from claw_platform.body_limit import install_daphne_body_caps
     from claw_platform.heap import freeze_startup_heap
     from claw_platform.immediate_writes import install_immediate_writes
     from claw_platform.lazy_log_args import install_lazy_autobahn_log_args
 
+    install_daphne_body_caps()
     install_immediate_writes()
     install_lazy_autobahn_log_args()
     freeze_startup_heap()

@@ -130,7 +130,12 @@ def secrets_encryption_keys(var_dir: Path) -> list[str]:
 
 
 def database_config(
-    url: str, variable: str = "DATABASE_URL", *, pool_size: int = 0, conn_max_age: int = 0
+    url: str,
+    variable: str = "DATABASE_URL",
+    *,
+    pool_size: int = 0,
+    conn_max_age: int = 0,
+    connect_timeout: int = 10,
 ) -> dict[str, Any]:
     """Django DATABASES entry for a PostgreSQL URL; anything else is refused.
 
@@ -139,7 +144,12 @@ def database_config(
     every request runs in a thread of its own, so without a pool each request pays
     for a new connection. Elsewhere (workers, commands) a connection is kept for
     ``conn_max_age`` seconds (``CLAW_DB_CONN_MAX_AGE``) across tasks instead of one
-    per task; executor threads keep theirs for good."""
+    per task; executor threads keep theirs for good.
+
+    ``connect_timeout`` (``CLAW_DB_CONNECT_TIMEOUT``) bounds a new connection's set-up
+    and, with a pool, the wait for a pooled connection: when the database is away a
+    request fails (503) after that long instead of hanging. A URL's own
+    ``?connect_timeout=`` wins."""
     scheme = urlsplit(url).scheme
     if scheme not in {"postgres", "postgresql", "pgsql", "postgis"}:
         raise ConfigError(
@@ -161,10 +171,11 @@ def database_config(
     config["CONN_MAX_AGE"] = 0 if pool_size else conn_max_age
     # With a pool, each checkout is checked; asgi.py narrows that to idle connections.
     config["CONN_HEALTH_CHECKS"] = True
+    options.setdefault("connect_timeout", connect_timeout)
     if pool_size:
         from claw_platform.db_pool import pool_options
 
-        options["pool"] = pool_options(pool_size)
+        options["pool"] = pool_options(pool_size, wait_seconds=float(options["connect_timeout"]))
     return config
 
 

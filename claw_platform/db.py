@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import psycopg
-from django.db import InterfaceError, OperationalError, connections
+from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
 from claw_platform.db_pool import IDLE_CHECK_SECONDS
 
@@ -100,3 +100,18 @@ def is_database_outage(exc: BaseException) -> bool:
     return isinstance(
         exc, OperationalError | InterfaceError | psycopg.OperationalError | psycopg.InterfaceError
     )
+
+
+UNSAVED_RUN = (
+    "The run could not be saved: the database refused one of its writes. "
+    "What it had saved before is kept; the details are in the worker's log."
+)
+
+
+def readable_failure(exc: BaseException) -> str:
+    """What a client may read of the error that failed a run (its ``error``, the
+    ``run.failed`` event, an API answer). A database error's own text (SQL, table and
+    column names, values) stays in the log: the client gets :data:`UNSAVED_RUN`."""
+    if isinstance(exc, DatabaseError | psycopg.Error):
+        return UNSAVED_RUN
+    return str(exc)[:500] or type(exc).__name__

@@ -19,6 +19,8 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
+from claw_platform.outage import database_outage
+
 # Also the rule for executor threads' connections (claw_platform.db).
 IDLE_CHECK_SECONDS = 5.0
 
@@ -38,8 +40,10 @@ def check_if_idle(conn: Any) -> None:
         ConnectionPool.check_connection(conn)
 
 
-def pool_options(size: int) -> dict[str, Any]:
-    return {"min_size": min(2, size), "max_size": size, "timeout": 10, "reset": note_return}
+def pool_options(size: int, wait_seconds: float = 10.0) -> dict[str, Any]:
+    """``wait_seconds``: the longest a request waits for a connection (the database
+    away, or every connection busy) before it fails."""
+    return {"min_size": min(2, size), "max_size": size, "timeout": wait_seconds, "reset": note_return}
 
 
 def install(pool: ConnectionPool | None) -> None:
@@ -50,3 +54,14 @@ def install(pool: ConnectionPool | None) -> None:
     if getattr(pool, "_check", None) is not ConnectionPool.check_connection:
         raise RuntimeError("psycopg_pool changed: cannot install the idle-only connection check")
     pool._check = check_if_idle  # type: ignore[assignment]
+    configure = pool._configure
+
+    def configure_new(conn: Any) -> None:
+        if configure is not None:
+            configure(conn)
+        # A new connection is the end of an outage (claw_platform.outage); Django's
+        # connection_created cannot say so here: it fires for every checkout, dead
+        # connections the pool has not tested yet included.
+        database_outage.recovered()
+
+    pool._configure = configure_new

@@ -35,6 +35,7 @@ DATABASES = {
         _database_url,
         pool_size=config.env_int("CLAW_DB_POOL_SIZE", 0, minimum=0),
         conn_max_age=config.env_int("CLAW_DB_CONN_MAX_AGE", 300, minimum=0),
+        connect_timeout=config.env_int("CLAW_DB_CONNECT_TIMEOUT", 10, minimum=1),
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -200,7 +201,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["claw_platform.api.permissions.HasScope"],
     "DEFAULT_THROTTLE_CLASSES": ["claw_platform.api.throttling.PrincipalRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"principal": CLAW_API_RATE, "pair": CLAW_PAIR_RATE},
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["claw_platform.api.parsers.JsonParser"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "claw_platform.api.pagination.StrictLimitOffsetPagination",
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -223,7 +224,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # A database outage is logged once, then its end, not once per failing call.
+    "filters": {"database_outage": {"()": "claw_platform.outage.OutageLogFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["database_outage"]}
+    },
     "root": {"handlers": ["console"], "level": config.env_str("LOG_LEVEL", "INFO").upper()},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

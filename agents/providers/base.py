@@ -24,6 +24,7 @@ import functools
 import json
 import logging
 import random
+import re
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -241,11 +242,17 @@ def encode_body(body: Any) -> bytes:
     """A request body as JSON (UTF-8, compact), with orjson: a run's request carries
     the agent's tool schemas and its history (18 KB for the 26 built-in tools), which
     the standard library takes 140 us to encode and orjson 7. What orjson refuses (an
-    integer beyond 64 bits) goes through the standard library, as httpx would send it."""
+    integer beyond 64 bits) goes through the standard library, as httpx would send it;
+    so does a lone surrogate (a tool's output can hold one), sent as U+FFFD: UTF-8 has
+    no way to say it, and it must not fail the run."""
     try:
         return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
     except orjson.JSONEncodeError:
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _LONE_SURROGATE.sub("\ufffd", text).encode()
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class HttpProvider(abc.ABC):

@@ -35,7 +35,7 @@ from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
 from agents.runtime.store import DjangoRunStore, TurnBinding
 from agents.runtime.tools import close_tools, registry_hooks, registry_tools, tool_skills
-from claw_platform.db import db_async, is_database_outage
+from claw_platform.db import db_async, is_database_outage, readable_failure
 from claw_platform.tenancy.context import tenant_context
 
 VERSION = "0.1.0"
@@ -301,7 +301,7 @@ async def _drive_turn(
         # the turn's failure, nor is a worker stopping (its task is cancelled): the
         # run resumes from its last step.
         if not (is_database_outage(exc) or isinstance(exc, asyncio.CancelledError)):
-            await db_async(do_finish_turn)(turn, status="failed", error=str(exc)[:500])
+            await db_async(do_finish_turn)(turn, status="failed", error=readable_failure(exc))
         raise
     await db_async(do_finish_turn)(turn, status=result.status, text=result.text, error=result.error or "")
     return ChatReply(result.text, result.status, turn=result, turn_id=turn.pk, notices=list(result.notices))

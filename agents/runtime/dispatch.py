@@ -38,6 +38,7 @@ from agents.runtime.claims import (
     dispatcher_application_name,
 )
 from claw_platform.db import listen_connection_params
+from claw_platform.outage import database_outage
 from claw_platform.prepared import prepare_threshold
 
 logger = logging.getLogger("claw.runs.dispatch")
@@ -98,6 +99,7 @@ class RunDispatcher:
                     await conn.execute(f"LISTEN {RUN_NOTIFY_CHANNEL}")
                     await self._claim_connection()  # the first run does not wait to open it
                     failures = 0
+                    database_outage.recovered()
                     # Anything queued while nobody listened (start-up, a lost connection).
                     cursor = await conn.execute(CLAIMABLE_SQL, {"limit": settings.CLAW_RUNS_PER_WORKER})
                     self._want([row[0] for row in await cursor.fetchall()])
@@ -113,6 +115,12 @@ class RunDispatcher:
                 logger.warning(
                     "run dispatch lost its database connection (%s); retrying in %.1fs", exc, delay
                 )
+                # The claim connection was most likely lost with it, unnoticed while
+                # idle: the first claim after the outage would fail on it.
+                claim_conn, self._claim_conn = self._claim_conn, None
+                if claim_conn is not None:
+                    with contextlib.suppress(Exception):
+                        await claim_conn.close()
                 await asyncio.sleep(delay)
 
     def _want(self, run_ids: list[int], *, share: bool = True) -> None:

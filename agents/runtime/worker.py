@@ -63,7 +63,7 @@ from agents.runtime.events import TERMINAL_EVENTS, RunEventSink, current_relay
 from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, cached_agent, resolve_agent
 from agents.runtime.run_facts import FACTS_COLUMNS, RunFacts, facts_columns, facts_from, remember_facts
-from claw_platform.db import db_async, is_database_outage
+from claw_platform.db import db_async, is_database_outage, readable_failure
 from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
@@ -467,7 +467,7 @@ async def _execute_with(
             await _hand_back(claim, owner)
             return "handed back"
         logger.exception("run %s failed", claim.run_id)
-        error = str(exc)[:500] or type(exc).__name__
+        error = readable_failure(exc)
         if token.reason != "lease_lost":
             await sink.emit("run.failed", {"status": "failed", "error": error})
             await _settle(claim, owner, sink, RunStatus.FAILED, error)

@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest
 
 from claw_platform.audit.actions import client_ip, diff_snapshots, record_audit_event, snapshot
+from claw_platform.json_input import JsonInputDecoder
 from claw_platform.tenancy.member_rule import Caller, visible_to
 from claw_platform.tenancy.models import Membership
 
@@ -131,7 +132,15 @@ class AuditedAdminMixin:
             super().delete_queryset(request, queryset)  # type: ignore[misc]
 
 
+# JSON typed into the admin is read by the product's one JSON parser (a depth limit).
+JSON_FORM_FIELDS: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
+    models.JSONField: {"decoder": JsonInputDecoder}
+}
+
+
 class TenantScopedAdmin(NotFoundMixin, AuditedAdminMixin, admin.ModelAdmin):
+    formfield_overrides = JSON_FORM_FIELDS
+
     def get_list_display(self, request: HttpRequest) -> Any:
         columns = list(super().get_list_display(request))
         if request.user.is_superuser and "tenant" not in columns:
@@ -199,6 +208,7 @@ class TenantScopedAdmin(NotFoundMixin, AuditedAdminMixin, admin.ModelAdmin):
 
 class TenantScopedInline(admin.TabularInline):
     extra = 0
+    formfield_overrides = JSON_FORM_FIELDS
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return can_view(request)

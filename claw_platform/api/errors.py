@@ -8,6 +8,7 @@ the 404/500 handlers of the URL configuration answer the same shape under /api/ 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
@@ -17,6 +18,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from claw_platform.outage import lost_connection
 
 logger = logging.getLogger("claw.api")
 
@@ -115,11 +118,38 @@ def json_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 
 def json_server_error(request: HttpRequest) -> HttpResponse:
+    if lost_connection(sys.exc_info()[1]):
+        return database_unavailable(request)
     if _is_api_path(request):
         return JsonResponse(error_body("server_error", "Something went wrong on the server."), status=500)
     from django.views.defaults import server_error
 
     return server_error(request)
+
+
+# How soon a client may try again when the database is away.
+RETRY_AFTER_SECONDS = 5
+
+
+def database_unavailable(request: HttpRequest) -> HttpResponse:
+    """503 with Retry-After for a request that found the database away: the API's
+    error shape, OpenAI's under /v1/, a plain page elsewhere. Not logged as a server
+    error: ``claw_platform.outage`` logs the outage once."""
+    message = "The database is not answering; try again in a few seconds."
+    response: HttpResponse
+    if request.path.startswith("/v1/"):
+        response = JsonResponse(
+            openai_error_body(message, "server_error", "database_unavailable"), status=503
+        )
+    elif _is_api_path(request):
+        response = JsonResponse(error_body("database_unavailable", message), status=503)
+    else:
+        response = HttpResponse(
+            f"Service unavailable. {message}\n", status=503, content_type="text/plain; charset=utf-8"
+        )
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response._has_been_logged = True  # type: ignore[attr-defined]  # no "Service Unavailable" traceback
+    return response
 
 
 def openai_error_body(

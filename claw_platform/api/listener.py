@@ -13,6 +13,7 @@ from typing import Protocol
 import psycopg
 
 from claw_platform.db import listen_connection_params
+from claw_platform.outage import database_outage
 
 logger = logging.getLogger("claw.api.listener")
 
@@ -45,6 +46,7 @@ class ProcessListener:
                     for channel in self.handlers:
                         conn.execute(f"LISTEN {channel}")
                     self.ready.set()
+                    database_outage.recovered()
                     delay = 0.2
                     for handler in self.handlers.values():
                         handler.connected()

@@ -126,11 +126,21 @@ class AgentWebhook(TenantOwned):
 
 
 class IdempotencyRecord(TenantOwned):
-    """The first response to a request carrying an ``Idempotency-Key`` (A4)."""
+    """The first response to a request carrying an ``Idempotency-Key`` (A4). Its
+    outcome follows the run it started, not the first caller's connection: a repeat
+    reads the run (``claw_platform.api.views.hooks``) while ``status_code`` is unset."""
 
     scope = models.CharField(max_length=120, help_text="Where the key applies, e.g. hook:<agent id>.")
     key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)
+    run = models.ForeignKey(
+        "agents.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The run the first request started.",
+    )
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     response = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

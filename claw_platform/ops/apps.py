@@ -5,3 +5,14 @@ class OpsConfig(AppConfig):
     name = "claw_platform.ops"
     label = "ops"
     verbose_name = "Operations"
+
+    def ready(self) -> None:
+        # Before any connection is made: every connection copies psycopg's adapters.
+        from django.db.backends.signals import connection_created
+
+        from claw_platform.outage import connection_made
+        from claw_platform.storable import install_storable_dumpers
+
+        install_storable_dumpers()
+        # The end of a database outage is the first connection that opens after it.
+        connection_created.connect(connection_made, dispatch_uid="claw_outage_end")

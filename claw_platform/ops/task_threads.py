@@ -36,6 +36,8 @@ from django_q.pusher import pusher
 from django_q.scheduler import scheduler
 from django_q.worker import worker
 
+from claw_platform.outage import database_outage
+
 logger = logging.getLogger("claw.tasks")
 
 # django-q2's sentinel calls the scheduler every 30 s of guard cycles; so does this.
@@ -131,7 +133,10 @@ class TaskThreads:
             self._monitor = self._spawn("claw-q-monitor", monitor, self.result_queue, self.broker)
         if self._pusher is not None and not self._pusher.is_alive():
             self.restarts += 1
-            logger.warning("task pusher stopped (broker unreachable?); starting it again")
+            # Every ten seconds while the database is away (claw_platform.outage says
+            # that once): quiet then.
+            log = logger.info if database_outage.active else logger.warning
+            log("task pusher stopped (broker unreachable?); starting it again")
             self._pusher = self._spawn_pusher()
 
     def is_alive(self) -> bool:

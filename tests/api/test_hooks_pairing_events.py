@@ -148,3 +148,44 @@ def test_the_tenant_event_stream_replays_after_last_event_id_and_holds_only_its_
     ).decode()
     assert session["id"] not in theirs
     assert "Event source." not in theirs
+
+
+def test_a_wait_mode_repeat_follows_the_run_after_the_first_caller_hangs_up(
+    live_agent, fake_llm, inline_runs
+):
+    """Issue 21, defect 6: the first caller of a ``sync`` hook left before the run
+    ended; its Idempotency-Key must not answer 409 forever. A repeat gets a 202 with
+    the run while it runs, then the finished reply; no second run is started."""
+    import httpx
+
+    from tests.api.server import live_asgi_server
+
+    fake_llm.script(FakeTurn(text="Deployed, eventually.", delay=3.0))
+    headers = {
+        "Authorization": f"Bearer {make_key(live_agent, 'write')}",
+        "Content-Type": "application/json",
+        "Idempotency-Key": "deploy-42",
+    }
+    body = json.dumps({"message": "deploy finished", "mode": "sync"})
+    with live_asgi_server() as url:
+        hook = f"{url}/api/v1/hooks/assistant/"
+        with pytest.raises(httpx.TimeoutException):
+            httpx.post(hook, content=body, headers=headers, timeout=1.0)  # hangs up mid-wait
+        running = httpx.post(hook, content=body, headers=headers, timeout=30)
+        assert running.status_code == 202, running.text
+        assert running.headers["Idempotent-Replayed"] == "true"
+        assert running.json()["run"]["status"] in {"queued", "running"}
+        assert running.json()["response"] is None
+        run = Run.objects.unscoped().get(pk=running.json()["run"]["id"])
+        deadline = time.monotonic() + 30
+        while run.status in {"queued", "running"} and time.monotonic() < deadline:
+            time.sleep(0.1)
+            run.refresh_from_db()
+        assert run.status == "completed", run.error
+        for _ in range(2):
+            done = httpx.post(hook, content=body, headers=headers, timeout=30)
+            assert done.status_code == 200, done.text
+            assert done.headers["Idempotent-Replayed"] == "true"
+            assert done.json()["response"] == "Deployed, eventually."
+            assert done.json()["run"]["id"] == run.pk
+    assert Run.objects.unscoped().filter(tenant=live_agent.tenant, session__channel="webhook").count() == 1

@@ -94,7 +94,7 @@ async def test_bad_frames_get_readable_errors(tenant_a: Any) -> None:
     session = await sync_to_async(member_session)(tenant_a)
     communicator, _, _ = await open_socket(session.pk, tenant_a.member)
     await communicator.send_to(text_data="not json")
-    assert "Unknown frame" in (await receive_until(communicator, "error"))["payload"]["message"]
+    assert "Not valid JSON" in (await receive_until(communicator, "error"))["payload"]["message"]
     await communicator.send_json_to({"type": "message", "text": "  "})
     assert "needs some text" in (await receive_until(communicator, "error"))["payload"]["message"]
     await communicator.send_json_to({"type": "stop"})

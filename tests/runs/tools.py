@@ -74,3 +74,15 @@ async def recording_tools(agent: Any, session: Any) -> Any:
     tools = await registry_tools(agent, session)
     built.append(tools)
     return tools
+
+
+async def nul_tools(agent: Any, session: Any) -> FakeToolExecutor:
+    """``echo`` answers with a NUL and a lone surrogate of its own, and its argument
+    (issue 21, defect 8: text PostgreSQL cannot store, from a tool)."""
+
+    def echo(arguments: dict[str, Any]) -> str:
+        return f"out\x00put \udc80 of {arguments.get('text', '')}"
+
+    executor = FakeToolExecutor(FakeTool("echo", output=echo, traits=SIDE_EFFECT))
+    last["tools"] = executor
+    return executor

@@ -38,6 +38,7 @@ from claw_platform.api.openai.wire import (
     completion_body,
     model_body,
     parse_chat_request,
+    parse_wire_json,
     usage_body,
 )
 from claw_platform.api.principal import Principal
@@ -150,11 +151,7 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
             )
         if content_length(request) > settings.CLAW_API_MAX_BODY_BYTES:
             raise WireError("The request body is too large.", status=413, code="payload_too_large")
-        try:
-            body = json.loads(request.body or b"null")
-        except ValueError:
-            raise WireError("The body is not valid JSON.", code="invalid_json") from None
-        chat = parse_chat_request(body)
+        chat = parse_chat_request(parse_wire_json(request.body or b"null"))
         queued_at = time.monotonic()
         started = await _db(_start)(principal, chat, request.META.get(SESSION_HEADER, ""))
         if started.command_text is not None:

@@ -8,6 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from claw_platform.json_input import JsonInputError, parse_json
+
 # Parameters OpenAI clients send that an agent decides for itself (its model, its
 # temperature, its limits): accepted and not applied. Anything else is refused.
 IGNORED_PARAMS = frozenset(
@@ -75,6 +77,24 @@ class WireError(Exception):
                 "code": self.code,
             }
         }
+
+
+def parse_wire_json(raw: bytes) -> Any:
+    """The request body (``claw_platform.json_input``), or a 400 naming the parameter
+    in OpenAI's style (``messages[0].content``)."""
+    try:
+        return parse_json(raw)
+    except JsonInputError as exc:
+        raise WireError(exc.message, _param(exc.path), code="invalid_json") from None
+
+
+def _param(path: tuple[str | int, ...] | None) -> str | None:
+    if not path:
+        return None
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
 
 
 @dataclass(frozen=True)

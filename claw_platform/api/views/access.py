@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins
+from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -147,8 +148,15 @@ class PairView(APIView):
         left = lockout.locked_for()
         if left is not None:
             raise _locked(left)
-        body = PairSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        try:
+            body = PairSerializer(data=request.data)
+            body.is_valid(raise_exception=True)
+        except APIException:
+            # A body the exchange cannot read is a failed attempt like a wrong code:
+            # malformed requests must not be a free way to probe the endpoint.
+            if lockout.fail():
+                raise _locked(float(settings.CLAW_PAIR_LOCKOUT_SECONDS)) from None
+            raise
         code = request.META.get("HTTP_X_PAIRING_CODE") or body.validated_data.get("code") or ""
         if not code.strip():
             raise ApiError(

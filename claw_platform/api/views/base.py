@@ -1,6 +1,10 @@
 """The base of every API view: authentication, scope, rate limit, then the tenant
-context of the caller for the rest of the request; bodies over the cap are refused
-before they are read."""
+context of the caller for the rest of the request.
+
+A view's ``max_body_bytes`` (default ``CLAW_API_MAX_BODY_BYTES``) is enforced on the
+bytes received, before Django reads the body, by ``claw_platform.body_limit`` in front
+of the application; the ``Content-Length`` test here only serves callers that bypass
+the ASGI application (Django's test client)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,10 @@ HMAC signature when the agent's webhook has a secret (``X-Claw-Timestamp`` and
 refused outside the replay window), the ``Idempotency-Key`` (a repeat gets the first
 response and starts nothing), then the JSON body ``{"message": "...",
 "session_key": "...", "mode": "sync" | "async"}``.
+
+A ``sync`` repeat whose first caller got no answer (it hung up, or still waits) gets
+the run's outcome once the run has settled, and a 202 with the run until then: the
+record follows the run, not the first connection.
 """
 
 from __future__ import annotations
@@ -14,14 +18,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, transaction
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -32,8 +39,9 @@ from agents.actions.runs import do_send_message
 from agents.models import Agent, Run
 from claw_platform.api.actions.sessions import do_open_api_session
 from claw_platform.api.errors import ApiError
-from claw_platform.api.live import settle_run
+from claw_platform.api.live import SETTLED_STATUSES, settle_run
 from claw_platform.api.models import AgentWebhook, IdempotencyRecord, WebhookMode
+from claw_platform.api.parsers import parse_api_json
 from claw_platform.api.serializers.base import StrictSerializer
 from claw_platform.api.serializers.conversation import MAX_MESSAGE_CHARS, RunSerializer, run_payload
 from claw_platform.api.throttling import FixedRateThrottle, source_address
@@ -41,6 +49,8 @@ from claw_platform.api.views.base import TenantAPIView
 from claw_platform.db import db_async
 
 MAX_HOOK_BODY_BYTES = 64 * 1024
+# Unix seconds: a number a float can hold (a 400-digit one overflowed the window check).
+TIMESTAMP = re.compile(r"[0-9]{1,12}")
 DEFAULT_WEBHOOK = AgentWebhook(
     enabled=True, signing_secret="", tolerance_seconds=300, mode=WebhookMode.SYNC, rate_per_minute=60
 )
@@ -85,10 +95,9 @@ def check_signature(webhook: AgentWebhook, request: Request, body: bytes) -> Non
         raise ApiError(
             401, "signature_required", "This hook needs X-Claw-Timestamp and X-Claw-Signature headers."
         )
-    try:
-        sent_at = int(timestamp)
-    except ValueError:
-        raise ApiError(400, "invalid", "X-Claw-Timestamp must be Unix seconds.") from None
+    if not TIMESTAMP.fullmatch(timestamp):
+        raise ApiError(400, "invalid", "X-Claw-Timestamp must be Unix seconds.")
+    sent_at = int(timestamp)
     if abs(time.time() - sent_at) > webhook.tolerance_seconds:
         raise ApiError(403, "stale_signature", "The signed timestamp is outside the replay window.")
     expected = signature_for(webhook.signing_secret, timestamp, body)
@@ -133,11 +142,7 @@ class HookView(TenantAPIView):
             self.throttled(request, throttle.wait())
         if webhook.signing_secret:
             check_signature(webhook, request, raw)
-        try:
-            data = json.loads(raw or b"null")
-        except ValueError:
-            raise ApiError(400, "parse_error", "The body is not valid JSON.") from None
-        body = HookBody(data=data)
+        body = HookBody(data=parse_api_json(raw or b"null"))
         body.is_valid(raise_exception=True)
         mode = body.validated_data.get("mode") or webhook.mode
 
@@ -154,14 +159,16 @@ class HookView(TenantAPIView):
                         scope=scope, key=idem_key, request_hash=request_hash
                     )
                 run = self._start(agent, body.validated_data)
-                if record is not None and mode == WebhookMode.ASYNC:
-                    record.status_code = 202
-                    record.response = json.loads(
-                        json.dumps(hook_reply(run, agent.slug), cls=DjangoJSONEncoder)
-                    )
-                    record.save(update_fields=["status_code", "response"])
+                if record is not None:
+                    # The record follows the run: a repeat reads it, whatever becomes
+                    # of this request's connection.
+                    record.run = run
+                    if mode == WebhookMode.ASYNC:
+                        record.status_code = 202
+                        record.response = _as_json(hook_reply(run, agent.slug))
+                    record.save(update_fields=["run", "status_code", "response"])
         except IntegrityError:
-            return self._replay(scope, idem_key, request_hash)
+            return self._replay(scope, idem_key, request_hash, agent.slug)
         if mode == WebhookMode.ASYNC:
             return Response(hook_reply(run, agent.slug), status=202)
         return self._wait(run, agent.slug, scope, idem_key if idem_key else None)
@@ -199,17 +206,17 @@ class HookView(TenantAPIView):
             raise ApiError(409, "nothing_running", "Nothing is running.")
         return Run.objects.select_related("turn").get(pk=run.pk)
 
-    def _replay(self, scope: str, key: str, request_hash: str) -> HttpResponse:
-        record = IdempotencyRecord.objects.filter(scope=scope, key=key).first()
+    def _replay(self, scope: str, key: str, request_hash: str, slug: str) -> HttpResponse:
+        record = IdempotencyRecord.objects.select_related("run__turn").filter(scope=scope, key=key).first()
         if record is None:  # pragma: no cover - the unique row that refused us is gone
             raise ApiError(409, "conflict", "Retry the request.")
         if record.request_hash != request_hash:
             raise ApiError(422, "idempotency_mismatch", "This Idempotency-Key was used with another body.")
-        if record.status_code is None:
-            raise ApiError(
-                409, "in_progress", "The first request with this Idempotency-Key is still running."
-            )
-        response = Response(record.response, status=record.status_code)
+        if record.status_code is not None:
+            status, reply = record.status_code, record.response
+        else:
+            status, reply = _outcome_of(record, slug)
+        response = Response(reply, status=status)
         response["Idempotent-Replayed"] = "true"
         return response
 
@@ -219,15 +226,39 @@ class HookView(TenantAPIView):
 
         async def body() -> AsyncIterator[bytes]:
             settled = await settle_run(run_id, deadline=deadline)
-            reply = json.loads(json.dumps(hook_reply(settled, slug), cls=DjangoJSONEncoder))
-            if idem_key:
+            reply = _as_json(hook_reply(settled, slug))
+            if idem_key and settled is not None and settled.status in SETTLED_STATUSES:
                 await db_async(_remember)(tenant_id, scope, idem_key, reply)
             yield json.dumps(reply).encode()
 
         return StreamingHttpResponse(body(), content_type="application/json", status=200)
 
 
+def _as_json(reply: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(reply, cls=DjangoJSONEncoder))  # type: ignore[no-any-return]
+
+
+def _outcome_of(record: IdempotencyRecord, slug: str) -> tuple[int, Any]:
+    """A repeat of a ``wait``-mode request whose first caller got no answer (it left,
+    or is still waiting): the run's outcome once it settled (remembered from then
+    on), a 202 with the run while it is still going."""
+    run = record.run
+    if run is None:
+        # Its run was deleted (with its session), or the record predates runs on records.
+        if timezone.now() - record.created_at < timedelta(seconds=settings.CLAW_API_WAIT_SECONDS):
+            raise ApiError(
+                409, "in_progress", "The first request with this Idempotency-Key is still running."
+            )
+        raise ApiError(410, "run_gone", "The run of the first request with this Idempotency-Key is gone.")
+    reply = _as_json(hook_reply(run, slug))
+    if run.status not in SETTLED_STATUSES:
+        return 202, reply
+    _remember(record.tenant_id, record.scope, record.key, reply)
+    return 200, reply
+
+
 def _remember(tenant_id: int, scope: str, key: str, reply: dict[str, Any]) -> None:
-    IdempotencyRecord.objects.unscoped().filter(tenant_id=tenant_id, scope=scope, key=key).update(
-        status_code=200, response=reply
-    )
+    """The settled outcome, kept for later repeats (the first writer wins)."""
+    IdempotencyRecord.objects.unscoped().filter(
+        tenant_id=tenant_id, scope=scope, key=key, status_code__isnull=True
+    ).update(status_code=200, response=reply)
