@@ -33,7 +33,7 @@ from claw_platform.secret_fields import secret_fields
 from claw_platform.tenancy.models import TenantOwned
 from tests.api.conftest import client_for as api_client_for
 from tests.api.conftest import make_key
-from tests.api.test_isolation import concrete, methods_of, routes
+from tests.api.test_isolation import concrete, http_routes, methods_of
 from tests.fixtures.tenants import PASSWORD, make_api_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -202,8 +202,10 @@ def api_get_paths(tenant_a) -> list[str]:
         "modelprofile": str(tenant_a.model.pk),
     }
     paths = []
-    for pattern, callback in routes():
-        if "GET" not in methods_of(callback) or pattern.endswith("hooks/<slug:slug>/"):
+    api_routes = [r for r in http_routes() if r.pattern.startswith(("api/", "v1/"))]
+    for pattern, callback in ((r.pattern, r.callback) for r in api_routes):
+        post_only = getattr(callback, "__name__", "") == "chat_completions_view"
+        if "GET" not in methods_of(callback) or post_only or pattern.endswith("hooks/<slug:slug>/"):
             continue
         ids = {
             "slug": tenant_a.agent.slug,
