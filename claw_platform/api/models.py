@@ -130,6 +130,8 @@ class IdempotencyRecord(TenantOwned):
     outcome follows the run it started, not the first caller's connection: a repeat
     reads the run (``claw_platform.api.views.hooks``) while ``status_code`` is unset."""
 
+    MEMBER_OWNER = "run__session__user"  # whose run: the member rule (tenancy.member_rule)
+
     scope = models.CharField(max_length=120, help_text="Where the key applies, e.g. hook:<agent id>.")
     key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64)

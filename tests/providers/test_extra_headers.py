@@ -69,7 +69,7 @@ def test_the_api_refuses_them_naming_the_field(tenant_a, headers):
     response = api.patch(url, {"extra_headers": headers}, format="json")
     assert response.status_code == 400, response.content
     error = response.json()["error"]
-    assert "extra_headers" in error["fields"]
+    assert any(name.split(".")[0] == "extra_headers" for name in error["fields"]), error
     assert LLMProvider.objects.unscoped().get(pk=tenant_a.provider.pk).extra_headers == {}
 
 
