@@ -83,6 +83,9 @@ MICROCLAW_ERROR_TYPES = frozenset(
 INVALID_ARGUMENTS = "invalid_arguments"
 # Added: the SSRF guard refused a destination (tools_app/guards/ssrf.py).
 SSRF_BLOCKED = "ssrf_blocked"
+# Added: a per-user MCP server or HTTP tool whose user has not connected their account
+# (tools_app/models/user_tokens.py).
+ACCOUNT_NOT_CONNECTED = "account_not_connected"
 
 # Types the engine's tool step produces itself (agents/engine/tool_step.py, loop.py),
 # named here so every error type the model can see has one constant.
@@ -95,6 +98,7 @@ DUPLICATE = "duplicate"
 ERROR_TYPES = MICROCLAW_ERROR_TYPES | {
     INVALID_ARGUMENTS,
     SSRF_BLOCKED,
+    ACCOUNT_NOT_CONNECTED,
     CANCELLED,
     POLICY_DENIED,
     APPROVAL_DENIED,

@@ -62,6 +62,7 @@ async def registry_tools(agent: ResolvedAgent, session: Session) -> ToolExecutor
         await run_extensions(
             tenant_id=session.tenant_id,
             agent_id=agent.agent_id,
+            user_id=session.user_id,
             taken=builtin_registry.names(),
             extensions=ext,
         )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from channels_app.web import views
+from channels_app.web import accounts, views
 from channels_app.web.security import chat_headers
 from claw_platform.signin.pages import ChatAuthenticationForm, throttled_sign_in
 
@@ -15,6 +15,9 @@ urlpatterns = [
     path("s/<uuid:session_id>/transcript.json", views.chat_transcript, name="transcript"),
     path("new/", views.new_session, name="new"),
     path("team/", views.switch_tenant, name="switch_tenant"),
+    path("accounts/", accounts.accounts_page, name="accounts"),
+    path("accounts/<str:kind>/<int:pk>/", accounts.connect_account, name="connect_account"),
+    path("accounts/<str:kind>/<int:pk>/remove/", accounts.disconnect_account, name="disconnect_account"),
     path(
         "login/",
         chat_headers(

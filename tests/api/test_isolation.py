@@ -39,6 +39,7 @@ from claw_platform.audit.models import AuditEvent
 from tests.api.conftest import client_for, make_key, make_person_key
 from tests.fixtures.tenants import PASSWORD, MemberChats
 from tests.platform.test_admin_isolation import TENANT_MODELS
+from tools_app.actions.extensions import do_create_http_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -134,6 +135,10 @@ ROUTES: dict[str, Route] = {
     "chat:transcript": Scoped("session", auth="login"),
     "chat:new": Checked("test_the_chat_pages_start_chats_only_with_the_callers_own_agents"),
     "chat:switch_tenant": Checked("test_the_chat_pages_start_chats_only_with_the_callers_own_agents"),
+    "chat:accounts": Collection(auth="login"),
+    "chat:connect_account": Scoped("accounttarget", auth="login"),
+    # Removing one's own token stays open to a viewer (tenant B and other members: that test).
+    "chat:disconnect_account": Checked("test_the_connected_accounts_page_never_shows_a_token"),
     "chat:login": Public("the sign-in form"),
     "chat:logout": Public("signs the caller out"),
     # -- the admin (its model pages: see ADMIN_MODEL_ROUTE)
@@ -304,6 +309,14 @@ class World:
 @pytest.fixture
 def world(tenant_a, tenant_b, member_chats) -> World:
     only = do_create_agent(tenant_a.tenant, slug="a-only", name="A only", model=tenant_a.model)
+    per_user = do_create_http_tool(
+        tenant_a.tenant,
+        agents=[only],
+        name="a_own_account_tool",
+        description="Acts with each user's own account.",
+        url_template="https://api.a.example/mine",
+        per_user_token=True,
+    )
     make_key(tenant_a, "read", name="a key")
     key = ApiKey.objects.unscoped().get(tenant=tenant_a.tenant, name="a key")
     audit = AuditEvent.objects.unscoped().filter(tenant=tenant_a.tenant).first()
@@ -319,8 +332,17 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "modelprofile": {"pk": str(tenant_a.model.pk)},
         "apikey": {"pk": str(key.pk)},
         "auditevent": {"pk": str(audit.pk)},
+        "accounttarget": {"kind": "http", "pk": str(per_user.pk)},
     }
-    tenant_markers = ["a_member", "Tenant A", "a-provider", "a-model", "a-only", str(chats.session.pk)]
+    tenant_markers = [
+        "a_member",
+        "Tenant A",
+        "a-provider",
+        "a-model",
+        "a-only",
+        str(chats.session.pk),
+        "a_own_account_tool",
+    ]
     member_markers = [*chats.markers, "rm -r logs", "m1-only-model"]
     return World(chats, ids, tenant_markers, member_markers)
 

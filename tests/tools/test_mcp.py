@@ -178,7 +178,9 @@ def test_a_stdio_server_is_used_over_one_connection_per_run(tenant_a, settings):
             await executor.aclose()
 
     names, echo, pids, env, broken, invalid, opened = asyncio.run(go())
-    assert set(names) == {f"mcp_test_{t}" for t in ("echo", "add", "env_names", "pid", "slow", "broken")}
+    assert set(names) == {
+        f"mcp_test_{t}" for t in ("echo", "add", "env_names", "env_value", "pid", "slow", "broken")
+    }
     assert echo.content == "echo: hi"
     assert not echo.is_error
     assert len({p.content for p in pids}) == 1

@@ -67,8 +67,30 @@ class McpServerForm(forms.ModelForm):
         )
 
 
+# Per-user tokens (Z5): the admin sets where a user's token goes; the users enter their
+# own on the chat's Connected accounts page, and nobody sees them here.
+PER_USER_TOKEN_FIELDS = [
+    "per_user_token",
+    "user_token_into",
+    "user_token_template",
+    "user_token_hint",
+    "connected_users",
+]
+
+
+class ConnectedUsers:
+    """How many users connected their account to a per-user server or tool."""
+
+    @admin.display(description="Users connected")
+    def connected_users(self, obj: McpServer | HttpTool) -> str:
+        if obj.pk is None:
+            return "-"
+        count = obj.user_tokens.count()
+        return f"{count} user{'s' if count != 1 else ''} (their tokens are never shown)"
+
+
 @admin.register(McpServer)
-class McpServerAdmin(TenantScopedAdmin):
+class McpServerAdmin(ConnectedUsers, TenantScopedAdmin):
     form = McpServerForm
     fields = [
         "name",
@@ -79,6 +101,7 @@ class McpServerAdmin(TenantScopedAdmin):
         "env",
         "url",
         "headers",
+        *PER_USER_TOKEN_FIELDS,
         "timeout_seconds",
         "rate_limit_per_minute",
         "max_concurrency",
@@ -96,6 +119,7 @@ class McpServerAdmin(TenantScopedAdmin):
         "rate_limit_per_minute",
         "enabled",
     ]
+    readonly_fields = ["connected_users"]
     list_filter = ["transport", "enabled"]
     search_fields = ["name", "description", "url"]
     filter_horizontal = ["agents"]
@@ -110,7 +134,7 @@ class McpServerAdmin(TenantScopedAdmin):
 
 
 @admin.register(HttpTool)
-class HttpToolAdmin(TenantScopedAdmin):
+class HttpToolAdmin(ConnectedUsers, TenantScopedAdmin):
     fields = [
         "name",
         "description",
@@ -118,11 +142,13 @@ class HttpToolAdmin(TenantScopedAdmin):
         "method",
         "url_template",
         "headers",
+        *PER_USER_TOKEN_FIELDS,
         "timeout_seconds",
         "max_response_bytes",
         "enabled",
         "agents",
     ]
+    readonly_fields = ["connected_users"]
     list_display = ["name", "method", "url_template", "enabled"]
     list_filter = ["method", "enabled"]
     search_fields = ["name", "description", "url_template"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -23,6 +23,7 @@ from tools_app.http_tools.templates import TemplateError, expand_url_template, t
 from tools_app.net.fetch import TooManyRedirects, describe_network_error, guarded_request
 from tools_app.net.transports import guarded_client
 from tools_app.registry import (
+    ACCOUNT_NOT_CONNECTED,
     INVALID_ARGUMENTS,
     SSRF_BLOCKED,
     TIMEOUT,
@@ -31,6 +32,9 @@ from tools_app.registry import (
     ToolError,
     ToolOutput,
 )
+
+if TYPE_CHECKING:
+    from tools_app.models.user_tokens import UserTokenSlot
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
@@ -50,6 +54,11 @@ class HttpToolSpec:
     timeout: float = 30.0
     max_response_bytes: int = 100_000
     agent_ids: frozenset[int] | None = None
+    # Per-user tokens (tools_app.runtime.user_tokens).
+    user_token: UserTokenSlot | None = None
+    user_token_hint: str = ""
+    user_token_missing: bool = False
+    user_scope: str = ""
 
     def applies_to(self, agent_id: int) -> bool:
         return self.agent_ids is None or agent_id in self.agent_ids
@@ -86,6 +95,12 @@ class HttpTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: RunContext) -> str | ToolOutput:
         spec = self.spec
+        if spec.user_token_missing:
+            from tools_app.runtime.user_tokens import account_missing_message
+
+            raise ToolError(
+                ACCOUNT_NOT_CONNECTED, account_missing_message("tool", spec.name, spec.user_token_hint)
+            )
         try:
             url = expand_url_template(spec.url_template, args)
         except TemplateError as exc:

@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -35,6 +35,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tools_app.guards.ssrf import BlockedDestination, SsrfGuard
 from tools_app.net.transports import guarded_client2
+
+if TYPE_CHECKING:
+    from tools_app.models.user_tokens import UserTokenSlot
 
 logger = logging.getLogger("claw.mcp")
 
@@ -63,6 +66,13 @@ class McpServerSpec:
     circuit_cooldown_seconds: float = 30.0
     description: str = ""
     agent_ids: frozenset[int] | None = None
+    # Per-user tokens (tools_app.runtime.user_tokens): where the user's token goes,
+    # whether this run's user has none, and whose configuration this is (tool lists and
+    # limits are kept per user for such a server).
+    user_token: UserTokenSlot | None = None
+    user_token_hint: str = ""
+    user_token_missing: bool = False
+    user_scope: str = ""
 
     def applies_to(self, agent_id: int) -> bool:
         return self.agent_ids is None or agent_id in self.agent_ids

@@ -31,6 +31,7 @@ from agents.engine.interfaces import RunContext
 from tools_app.mcp.connection import McpConnection, McpConnectionError, McpServerSpec, describe_failure
 from tools_app.mcp.resilience import ServerLimits, server_limits
 from tools_app.registry import (
+    ACCOUNT_NOT_CONNECTED,
     MCP_CIRCUIT_OPEN,
     MCP_ERROR,
     MCP_RATE_LIMITED,
@@ -50,7 +51,7 @@ MAX_DESCRIPTION_CHARS = 1_024
 CONNECT_ALLOWANCE_SECONDS = 15.0  # a first call also starts the server / opens the session
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
-_list_cache: dict[tuple[int, str], tuple[float, list[Any]]] = {}
+_list_cache: dict[tuple[int, str, str], tuple[float, list[Any]]] = {}
 _list_lock = threading.Lock()
 
 
@@ -67,7 +68,7 @@ def forget_tool_lists() -> None:
 
 def _cached_list(spec: McpServerSpec) -> list[Any] | None:
     with _list_lock:
-        hit = _list_cache.get((spec.id, spec.revision))
+        hit = _list_cache.get((spec.id, spec.revision, spec.user_scope))
     if hit is not None and hit[0] > time.monotonic():
         return hit[1]
     return None
@@ -75,15 +76,20 @@ def _cached_list(spec: McpServerSpec) -> list[Any] | None:
 
 def _store_list(spec: McpServerSpec, tools: list[Any]) -> None:
     with _list_lock:
-        for key in [k for k in _list_cache if k[0] == spec.id]:
+        for key in [k for k in _list_cache if k[0] == spec.id and k[1] != spec.revision]:
             del _list_cache[key]
-        _list_cache[(spec.id, spec.revision)] = (time.monotonic() + LIST_CACHE_SECONDS, tools)
+        _list_cache[(spec.id, spec.revision, spec.user_scope)] = (
+            time.monotonic() + LIST_CACHE_SECONDS,
+            tools,
+        )
 
 
 def limits_for(spec: McpServerSpec) -> ServerLimits:
     return server_limits(
         spec.id,
-        spec.revision,
+        # A per-user server's limits and circuit are each user's: one user's revoked
+        # token must not pause the server for everyone.
+        f"{spec.revision}|{spec.user_scope}" if spec.user_scope else spec.revision,
         rate_limit_per_minute=spec.rate_limit_per_minute,
         max_concurrency=spec.max_concurrency,
         failure_threshold=spec.circuit_failure_threshold,
@@ -221,6 +227,43 @@ class McpToolSet:
 
     async def aclose(self) -> None:
         await self.connection.aclose()
+
+
+class AccountMissingTool(Tool):
+    """Stands for a per-user server's tools when the run's user has not connected their
+    account (they cannot even be listed): calling it tells the model what to say."""
+
+    input_schema: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": True}
+
+    def __init__(self, spec: McpServerSpec) -> None:
+        self.spec = spec
+        self.name = mcp_tool_name(spec.name, "connect_account")
+        what = spec.description.strip() or f"the MCP server {spec.name}"
+        self.description = (
+            f"(MCP server {spec.name}) {what}"[: MAX_DESCRIPTION_CHARS // 2]
+            + " -- its tools need the user's own account, which is not connected yet; call this "
+            "to learn how the user connects it."
+        )
+
+    async def run(self, args: dict[str, Any], ctx: RunContext) -> str | ToolOutput:
+        from tools_app.runtime.user_tokens import account_missing_message
+
+        raise ToolError(
+            ACCOUNT_NOT_CONNECTED,
+            account_missing_message("MCP server", self.spec.name, self.spec.user_token_hint),
+        )
+
+
+class AccountMissingToolSet:
+    """A per-user server's place in a run whose user has no token for it."""
+
+    def __init__(self, spec: McpServerSpec) -> None:
+        self.spec = spec
+        self.name = f"mcp:{spec.name}"
+        self._tools = [AccountMissingTool(spec)]
+
+    def tools(self) -> Sequence[Tool]:
+        return self._tools
 
 
 async def open_mcp_toolset(spec: McpServerSpec, connection: McpConnection) -> McpToolSet | None:

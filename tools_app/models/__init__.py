@@ -18,6 +18,7 @@ from tools_app.models.mcp import McpServer, McpTransport
 from tools_app.models.network import AllowedHost
 from tools_app.models.skills import Skill
 from tools_app.models.todos import SessionTodoList
+from tools_app.models.user_tokens import UserToken
 from tools_app.models.versions import ExtensionsVersion
 
 __all__ = [
@@ -40,5 +41,6 @@ __all__ = [
     "ToolApprovalGrant",
     "ToolApprovalMode",
     "ToolSetting",
+    "UserToken",
     "parse_name_list",
 ]

@@ -17,6 +17,7 @@ from tools_app.models._common import (
     load_secret_map,
     secret_map_field,
 )
+from tools_app.models.user_tokens import PerUserTokenFields
 from tools_app.registry import builtin_registry
 
 HTTP_TOOL_NAME_RE = r"^[a-z][a-z0-9_]{0,47}$"
@@ -34,7 +35,7 @@ def default_schema() -> dict[str, object]:
     return {"type": "object", "properties": {}, "additionalProperties": False}
 
 
-class HttpTool(TenantOwned):
+class HttpTool(TenantOwned, PerUserTokenFields):
     """A tool the model calls like any other: its arguments (checked against
     ``input_schema``) fill the URL template; the rest go in the query (GET, DELETE) or a
     JSON body (POST, PUT, PATCH). Requests go through the SSRF guard; the answer is cut
@@ -113,5 +114,7 @@ class HttpTool(TenantOwned):
             check_header_names(check_secret_map(self.headers, what="Headers"), what="Headers")
         except ValidationError as exc:
             errors["headers"] = exc.messages[0]
+        for name, problem in self.user_token_problems().items():
+            errors.setdefault(name, problem)
         if errors:
             raise ValidationError(errors)

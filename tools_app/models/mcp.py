@@ -16,6 +16,7 @@ from tools_app.models._common import (
     load_secret_map,
     secret_map_field,
 )
+from tools_app.models.user_tokens import PerUserTokenFields
 
 MCP_SERVER_NAME_RE = r"^[a-z0-9][a-z0-9_-]{0,23}$"
 
@@ -25,7 +26,7 @@ class McpTransport(models.TextChoices):
     HTTP = "http", "Streamable HTTP"
 
 
-class McpServer(TenantOwned):
+class McpServer(TenantOwned, PerUserTokenFields):
     """One MCP server. Its tools appear as ``mcp_<name>_<tool>``; calls are limited by
     a timeout, a rate limit, a concurrency cap and a circuit breaker."""
 
@@ -120,5 +121,7 @@ class McpServer(TenantOwned):
                 errors["headers"] = exc.messages[0]
             if self.command or self.args or self.env:
                 errors["command"] = "An HTTP server has no command, arguments or environment."
+        for name, problem in self.user_token_problems().items():
+            errors.setdefault(name, problem)
         if errors:
             raise ValidationError(errors)

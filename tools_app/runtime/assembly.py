@@ -28,12 +28,13 @@ from agents.engine.prompt import SkillSummary
 from claw_platform.db import db_async
 from tools_app.guards.ssrf import SsrfGuard
 from tools_app.hooks.runner import ConfiguredHookRunner
-from tools_app.http_tools.toolset import HttpToolSet
-from tools_app.mcp.connection import McpConnection
-from tools_app.mcp.toolset import open_mcp_toolset
+from tools_app.http_tools.toolset import HttpToolSet, HttpToolSpec
+from tools_app.mcp.connection import McpConnection, McpServerSpec
+from tools_app.mcp.toolset import AccountMissingToolSet, open_mcp_toolset
 from tools_app.registry import RegistryToolExecutor, Tool, ToolSet
 from tools_app.runtime.audit import BufferedHookAudit
 from tools_app.runtime.config import AgentExtensions, tenant_extensions
+from tools_app.runtime.user_tokens import read_user_tokens, with_user_token
 from tools_app.skills.tools import SkillToolSet
 
 logger = logging.getLogger("claw.tools")
@@ -88,11 +89,25 @@ def agent_extensions(tenant_id: int, agent_id: int) -> AgentExtensions:
 
 
 async def run_extensions(
-    *, tenant_id: int, agent_id: int, taken: Iterable[str] = (), extensions: AgentExtensions | None = None
+    *,
+    tenant_id: int,
+    agent_id: int,
+    user_id: int | None = None,
+    taken: Iterable[str] = (),
+    extensions: AgentExtensions | None = None,
 ) -> RunExtensions:
-    """The tenant's tool sets for one run of ``agent_id``; names in ``taken`` are kept out.
+    """The tenant's tool sets for one run of ``agent_id`` for ``user_id`` (whose own
+    tokens per-user servers and tools use); names in ``taken`` are kept out.
     ``extensions``: the agent's, when the caller has read them (``agent_extensions``)."""
     ext = extensions if extensions is not None else await db_async(agent_extensions)(tenant_id, agent_id)
+    specs: tuple[McpServerSpec | HttpToolSpec, ...] = (*ext.mcp_servers, *ext.http_tools)
+    tokens = (
+        await db_async(read_user_tokens)(tenant_id, user_id, specs)
+        if any(spec.user_token is not None for spec in specs)
+        else {}
+    )
+    mcp_specs = [with_user_token(spec, tokens, user_id) for spec in ext.mcp_servers]
+    http_specs = [with_user_token(spec, tokens, user_id) for spec in ext.http_tools]
     result = RunExtensions()
     names = set(taken)
     guard = SsrfGuard(ext.allow_list)
@@ -109,15 +124,19 @@ async def run_extensions(
 
     connections = [
         McpConnection(spec, guard=guard, workdir=mcp_workdir(tenant_id, spec.name))
-        for spec in ext.mcp_servers
+        for spec in mcp_specs
+        if not spec.user_token_missing
     ]
     result.closers.extend(connections)
     listed = await asyncio.gather(*(open_mcp_toolset(c.spec, c) for c in connections))
     for toolset in listed:
         if toolset is not None:
             add(toolset)
-    if ext.http_tools:
-        http = HttpToolSet(ext.http_tools, guard)
+    for spec in mcp_specs:
+        if spec.user_token_missing:
+            add(AccountMissingToolSet(spec))
+    if http_specs:
+        http = HttpToolSet(http_specs, guard)
         result.closers.append(http)
         add(http)
     if ext.skills:

@@ -122,7 +122,7 @@ def load_extensions(tenant_id: int, version: int) -> TenantExtensions:
         version=version,
         hooks=tuple(_hooks(tenant_id)),
         mcp_servers=tuple(_mcp_servers(tenant_id, problems)),
-        http_tools=tuple(_http_tools(tenant_id)),
+        http_tools=tuple(_http_tools(tenant_id, problems)),
         skills=tuple(_skills(tenant_id)),
         allow_list=AllowList(
             tuple(
@@ -176,6 +176,10 @@ def _mcp_servers(tenant_id: int, problems: list[str]) -> Iterable[McpServerSpec]
             except CommandRefused as exc:
                 problems.append(f"MCP server {server.name}: {exc}")
                 continue
+        token_problems = server.user_token_problems()
+        if token_problems:
+            problems.append(f"MCP server {server.name}: {'; '.join(token_problems.values())}")
+            continue
         yield McpServerSpec(
             id=server.pk,
             tenant_id=tenant_id,
@@ -193,12 +197,18 @@ def _mcp_servers(tenant_id: int, problems: list[str]) -> Iterable[McpServerSpec]
             circuit_cooldown_seconds=float(server.circuit_cooldown_seconds),
             description=server.description,
             agent_ids=agents.get(server.pk),
+            user_token=server.user_token_slot(),
+            user_token_hint=server.user_token_hint,
         )
 
 
-def _http_tools(tenant_id: int) -> Iterable[HttpToolSpec]:
+def _http_tools(tenant_id: int, problems: list[str]) -> Iterable[HttpToolSpec]:
     agents = _agent_ids(HttpTool, tenant_id)
     for tool in HttpTool._base_manager.filter(tenant_id=tenant_id, enabled=True):
+        token_problems = tool.user_token_problems()
+        if token_problems:
+            problems.append(f"HTTP tool {tool.name}: {'; '.join(token_problems.values())}")
+            continue
         yield HttpToolSpec(
             id=tool.pk,
             tenant_id=tenant_id,
@@ -211,6 +221,8 @@ def _http_tools(tenant_id: int) -> Iterable[HttpToolSpec]:
             timeout=float(tool.timeout_seconds),
             max_response_bytes=tool.max_response_bytes,
             agent_ids=agents.get(tool.pk),
+            user_token=tool.user_token_slot(),
+            user_token_hint=tool.user_token_hint,
         )
 
 

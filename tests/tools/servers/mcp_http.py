@@ -11,8 +11,19 @@ from tests.tools.servers.mcp_server import build_server
 
 
 class McpHttpServer:
+    """``authorizations``: the Authorization header of every request received."""
+
     def __init__(self) -> None:
-        app = build_server().streamable_http_app()
+        inner = build_server().streamable_http_app()
+        self.authorizations: list[str | None] = []
+
+        async def app(scope, receive, send):  # type: ignore[no-untyped-def]
+            if scope["type"] == "http":
+                headers = dict(scope.get("headers") or [])
+                value = headers.get(b"authorization")
+                self.authorizations.append(value.decode() if value is not None else None)
+            await inner(scope, receive, send)
+
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

@@ -31,6 +31,10 @@ def build_server() -> MCPServer:
     def env_names() -> str:
         return ",".join(sorted(os.environ))
 
+    @server.tool(description="The value of one environment variable (per-user token tests).")
+    def env_value(name: str) -> str:
+        return os.environ.get(name, "")
+
     @server.tool(description="The server's process id (tells whether a connection was reused).")
     def pid() -> int:
         return os.getpid()
