@@ -22,3 +22,9 @@ class OpsConfig(AppConfig):
         from claw_platform.db_roles import grant_after_migrate
 
         post_migrate.connect(grant_after_migrate, sender=self, dispatch_uid="claw_runtime_grants")
+        # Row-level security on every tenant table, and the tenancy context mirrored
+        # into each connection (claw_platform.tenancy.rls).
+        from claw_platform.tenancy.rls import apply_after_migrate, install
+
+        post_migrate.connect(apply_after_migrate, sender=self, dispatch_uid="claw_row_level_security")
+        connection_created.connect(install, dispatch_uid="claw_rls_setting")
