@@ -58,8 +58,11 @@ class PreparingCursor(psycopg.Cursor[Any]):
 @contextmanager
 def prepared_cursor() -> Iterator[PreparingCursor]:
     """A server-binding cursor on Django's connection; errors come out as Django's."""
+    from claw_platform.tenancy.rls import sync_raw
+
     connection.ensure_connection()
     raw = connection.connection
+    sync_raw(raw)  # a raw cursor: no execute wrapper mirrors the tenant for it
     previous = raw.prepare_threshold
     raw.prepare_threshold = prepare_threshold()
     try:

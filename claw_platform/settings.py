@@ -38,6 +38,13 @@ DATABASES = {
         connect_timeout=config.env_int("CLAW_DB_CONNECT_TIMEOUT", 10, minimum=1),
     )
 }
+# The role that owns the tables and runs migrations (claw_platform.db_roles); without
+# it the product's own URL is the owner, which `claw doctor` reports as a failure.
+_database_owner_url = config.env_str("DATABASE_OWNER_URL")
+DATABASE_OWNER = (
+    config.database_config(_database_owner_url, "DATABASE_OWNER_URL") if _database_owner_url else None
+)
+CLAW_DB_RUNTIME_ROLE = str(DATABASES["default"].get("USER") or "")
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The hot statements of a run as server-side prepared statements (claw_platform.prepared);
 # off for a connection pooler that cannot keep them (PgBouncer before 1.21).

@@ -80,6 +80,12 @@ def prepare_database(progress: TextIO) -> dict[str, Any]:
     if pending:
         print(f"claw: applying {len(pending)} migrations…", file=progress, flush=True)
         call_command("migrate", interactive=False, verbosity=0, stdout=progress)
+    else:
+        # An install upgraded to the two roles has nothing to migrate: grant anyway.
+        from claw_platform.db_roles import as_owner, grant_runtime_privileges
+
+        with as_owner():
+            grant_runtime_privileges()
     result = bootstrap_first_run()
     agent = provision_default_agent(result.tenant_slug)
     return {"migrations_applied": len(pending), "default_agent": agent, **asdict(result)}

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 NAME = "doctor"
 HELP = "check settings, database, pgvector, migrations, channel layer, workers, providers"
-_DEPENDENT_ON_DATABASE = ("pgvector", "migrations", "workers", "providers")
+_DEPENDENT_ON_DATABASE = ("database role", "pgvector", "migrations", "workers", "providers")
 
 
 def register(subparsers: Any) -> None:
@@ -73,6 +73,7 @@ def run_checks(database_problem: str | None = None) -> list[CheckResult]:
     layer_needs_database = settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("PostgresChannelLayer")
     if not database.ok:
         reason = "the database is not reachable"
+        results.append(_skipped("database role", reason))
         results.append(_skipped("pgvector", reason))
         results.append(_skipped("migrations", reason))
         results.append(
@@ -83,6 +84,7 @@ def run_checks(database_problem: str | None = None) -> list[CheckResult]:
         results.append(_skipped("providers", reason))
         return results
     results += [
+        checks.check_database_role(),
         checks.check_pgvector(),
         checks.check_migrations(),
         checks.check_channel_layer(),
@@ -96,7 +98,7 @@ def run_checks(database_problem: str | None = None) -> list[CheckResult]:
 
 def embedded_database_url(pgdata: Path) -> str | None:
     """The URL of a server already running on ``pgdata``, or None; starts nothing."""
-    from claw_platform.embedded_db import DATABASE_NAME
+    from claw_platform.embedded_db import DATABASE_NAME, OWNER_ROLE, RUNTIME_ROLE, read_passwords
 
     if not (pgdata / "postmaster.pid").exists():
         return None
@@ -109,7 +111,13 @@ def embedded_database_url(pgdata: Path) -> str | None:
         return None  # a half-written file: the server is starting or was killed mid-way
     if info is None or not info.is_running() or info.socket_dir is None:
         return None
-    return f"postgresql://postgres:@/{DATABASE_NAME}?host={info.socket_dir}&port={info.port or 5432}"
+    passwords = read_passwords(pgdata) or {}
+    where = f"host={info.socket_dir}&port={info.port or 5432}"
+    # The owner's URL is only compared with the runtime's (which role runs the product).
+    os.environ["DATABASE_OWNER_URL"] = (
+        f"postgresql://{OWNER_ROLE}:{passwords.get(OWNER_ROLE, '')}@/{DATABASE_NAME}?{where}"
+    )
+    return f"postgresql://{RUNTIME_ROLE}:{passwords.get(RUNTIME_ROLE, '')}@/{DATABASE_NAME}?{where}"
 
 
 def _skipped(name: str, reason: str) -> CheckResult:

@@ -44,6 +44,45 @@ def check_database() -> CheckResult:
         return CheckResult("database", False, _first_line(exc))
 
 
+def check_database_role() -> CheckResult:
+    """The role the product connects as (issue 21): fails when it is a superuser, has
+    BYPASSRLS, owns tables, or no separate owner role runs the migrations."""
+    from claw_platform.db_roles import owner_settings
+
+    name = "database role"
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_user, rolsuper, rolbypassrls, "
+                "(SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') "
+                " AND pg_get_userbyid(c.relowner) = current_user) "
+                "FROM pg_roles WHERE rolname = current_user"
+            )
+            role, superuser, bypassrls, owned = cursor.fetchone()
+    except Exception as exc:
+        return CheckResult(name, False, _first_line(exc))
+    problems = []
+    if superuser:
+        problems.append("a superuser")
+    if bypassrls:
+        problems.append("allowed to bypass row-level security")
+    if owned:
+        problems.append(f"the owner of {owned} tables")
+    if problems:
+        return CheckResult(
+            name,
+            False,
+            f"the product runs as {role}, {' and '.join(problems)} (weaker): connect DATABASE_URL as a "
+            "runtime role and migrate with DATABASE_OWNER_URL (see the README)",
+        )
+    if owner_settings() is None:
+        return CheckResult(
+            name, True, f"{role}: not superuser, owns no tables (migrations need DATABASE_OWNER_URL)"
+        )
+    return CheckResult(name, True, f"{role}: not superuser, owns no tables, no BYPASSRLS")
+
+
 def check_pgvector() -> CheckResult:
     try:
         with connection.cursor() as cursor:

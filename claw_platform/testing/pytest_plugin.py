@@ -1,6 +1,12 @@
 """pytest plugin (``-p claw_platform.testing.pytest_plugin``): one embedded PostgreSQL
 server per test run, unless DATABASE_URL is given, and a private var directory.
 
+Tests run the way the product does: the test database is created and migrated as the
+owner role (``DATABASE_OWNER_URL``) and the tests connect as the runtime role
+(``DATABASE_URL``). Given only a DATABASE_URL (an outside server, CI), that URL is the
+owner and the run creates a runtime role of its own, ``claw_test_runtime_<random>``
+(dropped at the end: several runs may share one server).
+
 It acts at import time because pytest-django configures Django before any conftest's
 hooks run, and settings need DATABASE_URL by then.
 """
@@ -9,10 +15,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import shutil
 import signal
 import tempfile
+import warnings
 from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
@@ -27,6 +36,64 @@ if not os.environ.get("DATABASE_URL"):
 
     _embedded = start_embedded_database(_run_dir / "pgdata")
     os.environ["DATABASE_URL"] = _embedded.url
+    os.environ["DATABASE_OWNER_URL"] = _embedded.owner_url
+
+TEST_RUNTIME_ROLE = f"claw_test_runtime_{secrets.token_hex(4)}"
+_created_role_on: str | None = None
+
+
+def _with_credentials(url: str, user: str, password: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"))
+
+
+def _create_test_runtime_role(owner_url: str) -> str | None:
+    """The runtime role for a run on an outside server: created (or its password reset)
+    with the given URL, which must be allowed to create roles. Its URL, or None."""
+    import psycopg
+
+    from claw_platform.db_roles import runtime_role_statements
+
+    password = secrets.token_hex(24)
+    database = urlsplit(owner_url).path.lstrip("/") or "postgres"
+    # Roles belong to the server; the test database is PUBLIC-connectable when made.
+    statements = [s for s, _ in runtime_role_statements(TEST_RUNTIME_ROLE, password, database)]
+    try:
+        with psycopg.connect(owner_url, dbname="postgres", autocommit=True) as conn:
+            for statement in statements[:-1]:
+                conn.execute(statement)
+    except psycopg.Error as exc:
+        warnings.warn(
+            f"tests run as the owner role: could not create {TEST_RUNTIME_ROLE} ({exc})", stacklevel=1
+        )
+        return None
+    return _with_credentials(owner_url, TEST_RUNTIME_ROLE, password)
+
+
+# Given only DATABASE_URL: it is the owner. xdist's workers inherit both variables
+# from the controller, which made the role once.
+if _embedded is None and not os.environ.get("DATABASE_OWNER_URL"):
+    _given = os.environ["DATABASE_URL"]
+    _runtime_url = _create_test_runtime_role(_given)
+    if _runtime_url is not None:
+        os.environ["DATABASE_OWNER_URL"] = _given
+        os.environ["DATABASE_URL"] = _runtime_url
+        _created_role_on = _given
+
+
+def _drop_test_runtime_role() -> None:
+    import psycopg
+
+    from claw_platform.db_roles import quote_role
+
+    if _created_role_on is None or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    try:
+        with psycopg.connect(_created_role_on, dbname="postgres", autocommit=True) as conn:
+            conn.execute(f"DROP ROLE IF EXISTS {quote_role(TEST_RUNTIME_ROLE)}")
+    except psycopg.Error as exc:
+        warnings.warn(f"could not drop the test role {TEST_RUNTIME_ROLE}: {exc}", stacklevel=1)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -40,7 +107,9 @@ if _embedded is not None:
 
 
 def _stop() -> None:
-    global _embedded
+    global _embedded, _created_role_on
+    _drop_test_runtime_role()
+    _created_role_on = None
     if _embedded is not None:
         _embedded.stop()
         _embedded = None
