@@ -85,6 +85,10 @@ ROUTES: dict[str, Route] = {
     # -- platform
     "healthz": Public("the process answers"),
     "readyz": Public("readiness and the failing check's name"),
+    "metrics": Checked(
+        "tests/observability/test_metrics.py: a bearer token or an allowed address; counts by status, "
+        "provider, model and tool, no tenant's text or ids"
+    ),
     "<root redirect>": Public("redirects to /chat/"),
     # -- REST API
     "v1:agent-list": Collection(),
