@@ -117,6 +117,10 @@ ROUTES: dict[str, Route] = {
     "v1:approval-deny": Scoped("approval"),
     "v1:auditevent-list": Collection(),
     "v1:auditevent-detail": Scoped("auditevent"),
+    "v1:audit-export": Checked(
+        "tests/observability/test_audit_trail.py: streamed, the caller's tenant only, admin scope "
+        "(members and viewers 403)"
+    ),
     "v1:apikey-list": Collection(),
     "v1:apikey-detail": Scoped("apikey"),
     "v1:usage": Collection(),

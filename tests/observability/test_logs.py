@@ -53,15 +53,29 @@ def test_a_json_log_line_of_a_run_carries_its_ids(live_agent, fake_llm, settings
     assert "timestamp" in line
 
 
-def test_a_requests_log_lines_carry_its_request_and_tenant_ids(live_agent, client, json_lines):
-    client.force_login(live_agent.owner)
+def test_a_requests_log_lines_carry_its_request_and_tenant_ids(live_agent, rf, json_lines):
+    from django.http import HttpResponse
+
+    from claw_platform.tenancy.middleware import TenantMiddleware
+
+    def view(request):
+        logging.getLogger("claw.test").info("inside the request")
+        return HttpResponse("ok")
+
+    request = rf.get("/somewhere/", HTTP_X_REQUEST_ID="req-abc.123")
+    request.user = live_agent.owner
+    request.session = {}
     logging.getLogger("claw.test").info("before any request")
-    response = client.get("/admin/agents/run/999999/change/", HTTP_X_REQUEST_ID="req-abc.123")
-    assert response.status_code in (302, 404)
-    lines = [r for r in records(json_lines) if r.get("request_id") == "req-abc.123"]
-    assert lines, records(json_lines)
-    assert lines[0]["tenant_id"] == str(live_agent.tenant.pk)
-    assert lines[0]["user_id"] == str(live_agent.owner.pk)
-    first = records(json_lines)[0]
+    assert TenantMiddleware(view)(request).status_code == 200
+    request = rf.get("/somewhere/", HTTP_X_REQUEST_ID="<script>")
+    request.user = live_agent.owner
+    request.session = {}
+    TenantMiddleware(view)(request)
+    first, inside, forged = records(json_lines)
     assert first["event"] == "before any request"
     assert "request_id" not in first
+    assert inside["request_id"] == "req-abc.123"
+    assert inside["tenant_id"] == str(live_agent.tenant.pk)
+    assert inside["user_id"] == str(live_agent.owner.pk)
+    assert forged["request_id"] != "<script>"
+    assert len(forged["request_id"]) == 32
