@@ -117,6 +117,9 @@ ROUTES: dict[str, Route] = {
     "v1:approval-deny": Scoped("approval"),
     "v1:auditevent-list": Collection(),
     "v1:auditevent-detail": Scoped("auditevent"),
+    "admin:audit_auditevent_export": Checked(
+        "tests/observability/test_audit_trail.py: owners and admins of the tenant only, its rows only"
+    ),
     "v1:audit-export": Checked(
         "tests/observability/test_audit_trail.py: streamed, the caller's tenant only, admin scope "
         "(members and viewers 403)"

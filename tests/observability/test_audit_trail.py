@@ -101,13 +101,24 @@ def test_members_and_viewers_get_no_export(tenant_a):
 
 
 def test_a_pairing_lock_out_is_audited(tenant_a, settings):
+    from claw_platform.api.views.access import pair_lockout
+
     settings.CLAW_PAIR_MAX_FAILURES = 2
     client = client_for(None)
-    for _ in range(2):
-        client.post("/api/v1/pair/", {"code": "WRONG-GUESS"}, format="json")
-    event = AuditEvent._base_manager.get(action="pairing.locked_out")
-    assert event.ip == "127.0.0.1"
-    assert event.tenant_id is None
+    address = "203.0.113.9"  # not the other tests' address: the lock-out outlives the test
+    try:
+        statuses = [
+            client.post(
+                "/api/v1/pair/", {"code": "WRONG-GUESS"}, format="json", REMOTE_ADDR=address
+            ).status_code
+            for _ in range(2)
+        ]
+        assert statuses == [401, 429]
+        event = AuditEvent._base_manager.get(action="pairing.locked_out")
+        assert event.ip == address
+        assert event.tenant_id is None
+    finally:
+        pair_lockout(address).succeed()
 
 
 def test_guard_detections_refusals_and_mcp_calls_of_a_run_are_audited(live_agent, fake_llm, settings):
