@@ -38,6 +38,8 @@ from claw_platform.admin.scoped import (
     can_view,
 )
 from claw_platform.audit.actions import client_ip
+from claw_platform.observability.models import Span
+from claw_platform.observability.waterfall import render_waterfall
 from tools_app.admin import AGENT_TOOL_INLINES
 
 
@@ -120,7 +122,7 @@ class AgentAdmin(TenantScopedAdmin):
     inlines = [AgentFileInline, *AGENT_TOOL_INLINES]
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "enabled", "agent_type", "role"]}),
-        ("Model", {"fields": ["model", "cheap_model", "temperature", "show_thinking"]}),
+        ("Model", {"fields": ["model", "cheap_model", "temperature", "show_thinking", "trace_verbose"]}),
         (
             "Limits",
             {
@@ -293,6 +295,12 @@ class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_filter = ["status", "agent"]
     list_select_related = ["agent", "session"]
     actions = ["cancel_runs"]
+    readonly_fields = ["trace"]
+
+    @admin.display(description="Trace")
+    def trace(self, run: Run) -> str:
+        # The run is visible here, so are its spans (they hang off it).
+        return render_waterfall(list(Span._base_manager.filter(run_id=run.pk, tenant_id=run.tenant_id)))
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -6,6 +6,7 @@ embedded PostgreSQL before Django starts when the operator did not give one.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,6 +16,15 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = config.var_dir()
 
 SECRET_KEY = config.django_secret_key(VAR_DIR)
+# prometheus-client's multiprocess mode (claw_platform/observability/metrics.py): each
+# process's counters in files here, summed at /metrics. Read when prometheus-client is
+# first imported, so it is set before anything imports it.
+os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", str(VAR_DIR / "metrics"))
+Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]).mkdir(parents=True, exist_ok=True)
+# Addresses or networks that may read /metrics without the bearer token.
+CLAW_METRICS_ALLOW = config.env_networks("CLAW_METRICS_ALLOW")
+# Run traces (claw_platform/observability): OTLP/HTTP export when set.
+OTEL_EXPORTER_OTLP_ENDPOINT = config.env_str("OTEL_EXPORTER_OTLP_ENDPOINT")
 CLAW_SECRETS_KEYS = config.secrets_encryption_keys(VAR_DIR)
 DEBUG = config.env_bool("DEBUG", False)
 ALLOWED_HOSTS = config.env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
@@ -112,6 +122,7 @@ INSTALLED_APPS = [
     "claw_platform.tenancy",
     "claw_platform.audit",
     "claw_platform.ops",
+    "claw_platform.observability",
     "agents",
     "channels_app",
     "tools_app",
@@ -230,11 +241,20 @@ SPECTACULAR_SETTINGS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        # One JSON object per line with the tenant, user, session, run, trace and
+        # request ids (claw_platform/observability/logs.py).
+        "json": {"()": "claw_platform.observability.logs.json_formatter"},
+    },
     # A database outage is logged once, then its end, not once per failing call.
     "filters": {"database_outage": {"()": "claw_platform.outage.OutageLogFilter"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["database_outage"]}
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": config.env_choice("CLAW_LOG_FORMAT", "plain", ("plain", "json")),
+            "filters": ["database_outage"],
+        }
     },
     "root": {"handlers": ["console"], "level": config.env_str("LOG_LEVEL", "INFO").upper()},
     "loggers": {

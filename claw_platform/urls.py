@@ -4,11 +4,13 @@ from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from claw_platform.observability import views as observability_views
 from claw_platform.ops import views as ops_views
 
 urlpatterns = [
     path("healthz", ops_views.healthz, name="healthz"),
     path("readyz", ops_views.readyz, name="readyz"),
+    path("metrics", observability_views.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("chat/", include("channels_app.web.urls")),
     path("", include("claw_platform.api.urls")),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
 
+from agents.engine import tracing
 from agents.engine.cost import cost_of
 from agents.engine.interfaces import (
     BEFORE_LLM_CALL,
@@ -542,6 +543,36 @@ class _LoopRun:
 
     async def _call_llm(self) -> LLMResponse:
         request = self._request()
+        with tracing.span(f"chat {request.model}", tracing.SPAN_CHAT, self._chat_attributes(request)) as span:
+            if span.verbose:
+                span.record_input(tracing.chat_input_json(request))
+            response = await self._call_llm_traced(request)
+            record = self.usage_records[-1]
+            span.update(
+                {
+                    "gen_ai.response.model": record.model,
+                    "gen_ai.usage.input_tokens": record.input_tokens,
+                    "gen_ai.usage.output_tokens": record.output_tokens,
+                    "gen_ai.response.finish_reasons": [record.stop_reason] if record.stop_reason else None,
+                    "claw.cost_usd": float(record.cost),
+                }
+            )
+            span.record_output(response.message.text)
+            return response
+
+    def _chat_attributes(self, request: LLMRequest) -> dict[str, Any]:
+        return {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": self.config.model.provider_name,
+            "gen_ai.request.model": request.model,
+            "gen_ai.request.max_tokens": request.max_tokens,
+            "gen_ai.request.temperature": request.temperature,
+            "gen_ai.conversation.id": self.ctx.session_id,
+            "claw.iteration": self.iteration,
+            "claw.purpose": self.config.purpose,
+        }
+
+    async def _call_llm_traced(self, request: LLMRequest) -> LLMResponse:
         provider = self.config.model.provider
         started = time.perf_counter()
         task: asyncio.Future[LLMResponse]
@@ -560,6 +591,10 @@ class _LoopRun:
             raise
         except ProviderError as exc:
             self._record_usage(Usage(), started, request, "", error=exc.kind)
+            span = tracing.current_span()
+            if span is not None:
+                span.fail(str(exc), exc.kind)
+                span.update({"gen_ai.provider.name": self.config.model.provider_name})
             raise
         finally:
             remove()

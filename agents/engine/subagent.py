@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from agents.engine import tracing
 from agents.engine.cost import RunTotals
 from agents.engine.interfaces import (
     ChildSessionFactory,
@@ -198,20 +199,33 @@ async def run_subagent(
         time_budget=cfg.time_budget,
     )
     first = Message.user(task)
-    try:
-        outcome = await run_agentic_loop(
-            [first],
-            loop_config,
-            tools=restricted,
-            store=store,
-            ctx=child,
-            events=events,
-            hooks=hooks,
-            unsaved=[first],
-        )
-    finally:
-        # OpenCode: parent.cost += child.cost, also when the child failed midway.
-        parent.totals.add_child(child.totals)
+    attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "sub-agent",
+        "gen_ai.conversation.id": child.session_id,
+        "gen_ai.tool.call.id": call_id,
+        "claw.depth": depth,
+    }
+    with tracing.span("invoke_agent sub-agent", tracing.SPAN_AGENT, attributes) as span:
+        span.record_input(task)
+        try:
+            outcome = await run_agentic_loop(
+                [first],
+                loop_config,
+                tools=restricted,
+                store=store,
+                ctx=child,
+                events=events,
+                hooks=hooks,
+                unsaved=[first],
+            )
+        finally:
+            # OpenCode: parent.cost += child.cost, also when the child failed midway.
+            parent.totals.add_child(child.totals)
+        span.set("claw.status", outcome.status)
+        if outcome.status not in ("completed", "max_iterations"):
+            span.fail(outcome.error or outcome.status, outcome.status)
+        span.record_output(outcome.reply)
     return SubagentResult(
         outcome.status,
         outcome.reply,

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from agents.engine import tracing
 from agents.engine.interfaces import (
     AFTER_TOOL_CALL,
     BEFORE_TOOL_CALL,
@@ -58,6 +59,18 @@ def canonical_call_signature(name: str, arguments: dict[str, Any]) -> str:
     """Name + canonical JSON of the arguments: equal for equal calls (E8)."""
     args = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
     return f"{name}\x00{args}"
+
+
+def _trace_refusal(call: ToolCallPart, result: ToolResultPart, session_id: str) -> None:
+    """A call refused before it ran (policy, hook, approval denied) is a span too."""
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.conversation.id": session_id,
+    }
+    with tracing.span(f"execute_tool {call.name}", tracing.SPAN_TOOL, attributes) as span:
+        span.fail(result.content[:500], result.error_type or "tool_error")
 
 
 def tool_error(call: ToolCallPart, error_type: str, content: str) -> ToolResultPart:
@@ -125,6 +138,8 @@ class ToolStepRunner:
             item.result = await self._check(item, resume, batch)
             if item.result is not None and not item.needs_approval:
                 self.results[item.call.id] = item.result
+                if item.result.is_error:
+                    _trace_refusal(item.call, item.result, self.ctx.session_id)
         return prepared
 
     async def _check(
@@ -214,6 +229,26 @@ class ToolStepRunner:
 
     async def _run_one(self, item: PreparedCall) -> None:
         """Run one call; leaves no result if it was cancelled before finishing."""
+        call = item.call
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+            "gen_ai.conversation.id": self.ctx.session_id,
+        }
+        with tracing.span(f"execute_tool {call.name}", tracing.SPAN_TOOL, attributes) as span:
+            if span.verbose:
+                span.record_input(tracing.arguments_json(call.arguments))
+            await self._run_one_traced(item)
+            result = self.results.get(call.id)
+            if result is None:
+                span.fail("cancelled", "cancelled")
+                return
+            if result.is_error:
+                span.fail(result.content[:500], result.error_type or "tool_error")
+            span.record_output(result.content)
+
+    async def _run_one_traced(self, item: PreparedCall) -> None:
         call = item.call
         await self.events.emit("tool.call", {"id": call.id, "name": call.name, "arguments": call.arguments})
         if self.persist:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Literal
 
+from agents.engine import tracing
 from agents.engine.compaction import (
     DEFAULT_COMPACTION_SETTINGS,
     MEMORY_FLUSH_MAX_ITERATIONS,
@@ -350,6 +351,11 @@ async def run_turn(
                 return handled
 
     guard = check_user_input(text, cfg.input_guard_mode, max_chars=cfg.max_message_chars)
+    if guard.findings:
+        attributes = {"claw.guard.findings": list(guard.findings), "claw.guard.mode": cfg.input_guard_mode}
+        with tracing.span("input_guard", tracing.SPAN_GUARD, attributes) as span:
+            if guard.blocked:
+                span.fail(guard.notice or "blocked", "injection_blocked")
     if guard.blocked:
         result = TurnResult("failed", model=model.model, error=guard.notice, notices=[guard.notice or ""])
         return await _finish(deps, result)

@@ -119,6 +119,11 @@ class Agent(TenantOwned):
         max_length=8, choices=InputGuardMode.choices, default=InputGuardMode.WARN
     )
     show_thinking = models.BooleanField(default=False)
+    trace_verbose = models.BooleanField(
+        default=False,
+        help_text="Keep each LLM call's and tool call's inputs and outputs in the run's trace "
+        "(up to 50,000 characters each); otherwise only a 500-character preview of outputs.",
+    )
     busy_policy = models.CharField(max_length=16, choices=BusyPolicy.choices, default=BusyPolicy.QUEUE)
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     enabled = models.BooleanField(default=True)

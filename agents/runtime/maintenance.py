@@ -33,3 +33,11 @@ def ensure_schedules() -> None:
             "repeats": -1,
         },
     )
+    Schedule.objects.update_or_create(
+        name="claw.prune_audit_events",
+        defaults={
+            "func": "claw_platform.audit.retention.prune_expired_audit_events",
+            "schedule_type": Schedule.DAILY,
+            "repeats": -1,
+        },
+    )

@@ -75,6 +75,7 @@ class ResolvedAgent:
     enabled: bool
     # (user id or None, file name) -> content
     files: dict[tuple[int | None, str], str]
+    trace_verbose: bool = False
 
     def context_files(self, user_id: int | None) -> dict[str, str]:
         """The agent's files with the user's own copies taking precedence (G3)."""
@@ -158,6 +159,7 @@ def _load(agent_id: int) -> ResolvedAgent:
         timezone=agent.timezone,
         enabled=agent.enabled,
         files=files,
+        trace_verbose=agent.trace_verbose,
     )
 
 

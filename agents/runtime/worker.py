@@ -64,6 +64,7 @@ from agents.runtime.llm import close_providers
 from agents.runtime.resolution import ResolvedAgent, cached_agent, resolve_agent
 from agents.runtime.run_facts import FACTS_COLUMNS, RunFacts, facts_columns, facts_from, remember_facts
 from claw_platform.db import db_async, is_database_outage, readable_failure
+from claw_platform.observability.run_trace import describe_run, traced_run
 from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
@@ -416,7 +417,10 @@ async def _execute(claim: Claim, token: CancelToken, owner: str, ready: Callable
     sink = RunEventSink(claim.run_id, claim.tenant_id, last_seq=claim.event_seq)
     sink.known_session(claim.session_id)
     try:
-        return await _execute_with(claim, token, owner, sink, ready)
+        async with traced_run(claim.run_id, claim.tenant_id, first_attempt=not claim.resume) as root:
+            status = await _execute_with(claim, token, owner, sink, ready)
+            root.set("claw.run.status", status)
+            return status
     finally:
         await sink.drain()
 
@@ -428,6 +432,7 @@ async def _execute_with(
     agent = cached_agent(session.agent_id, facts.agent_version)
     if agent is None:
         agent = await db_async(resolve_agent)(session.agent_id)
+    describe_run(agent, session)
     if turn.state in (TurnState.COMPLETE, TurnState.FAILED):
         # The previous attempt finished the turn and died before closing the run:
         # close it now; running the loop again would answer the user twice.

@@ -16,7 +16,7 @@ from claw_platform.api.views.config import AgentViewSet, ModelProfileViewSet, Pr
 from claw_platform.api.views.conversation import ApprovalViewSet, RunViewSet, SessionViewSet
 from claw_platform.api.views.events import TenantEventsView
 from claw_platform.api.views.hooks import HookView
-from claw_platform.api.views.reports import AuditEventViewSet, UsageView
+from claw_platform.api.views.reports import AuditEventViewSet, AuditExportView, UsageView
 
 router = SimpleRouter()
 router.register("agents", AgentViewSet, basename="agent")
@@ -31,6 +31,7 @@ router.register("api-keys", ApiKeyViewSet, basename="apikey")
 api_v1 = [
     *router.urls,
     path("usage/", UsageView.as_view(), name="usage"),
+    path("audit/export/", AuditExportView.as_view(), name="audit-export"),
     path("events/", TenantEventsView.as_view(), name="events"),
     path("hooks/<slug:slug>/", HookView.as_view(), name="hook"),
     path("pairing-codes/", PairingCodeView.as_view(), name="pairing-codes"),

@@ -17,6 +17,7 @@ COMMANDS = (
     "claw_platform.cli.chat",
     "claw_platform.cli.apikey",
     "claw_platform.cli.unlock",
+    "claw_platform.cli.metrics_token",
 )
 
 

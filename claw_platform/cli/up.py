@@ -91,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
         report = _prepare(stop)
         if report is None:
             return 0 if stop else 1
+        _clear_metrics_files()
         supervisor = Supervisor(_children(args.host, args.port))
         supervisor.start()
         base = f"http://{_client_host(args.host)}:{args.port}"
@@ -107,6 +108,16 @@ def run(args: argparse.Namespace) -> int:
         if database is not None and database.started_here:
             database.stop()
         lock.unlink(missing_ok=True)
+
+
+def _clear_metrics_files() -> None:
+    """Counters start at zero with the processes (prometheus-client's multiprocess
+    files of earlier processes would add up forever)."""
+    from claw_platform import config
+
+    directory = Path(os.environ.get("PROMETHEUS_MULTIPROC_DIR") or config.var_dir() / "metrics")
+    for stale in directory.glob("*.db"):
+        stale.unlink(missing_ok=True)
 
 
 def _prepare(stop: _StopRequested) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_asy
 from django.http import HttpRequest, HttpResponse
 
 from claw_platform.db import db_async
+from claw_platform.observability.logs import bind_ids, request_id_of, unbind
 from claw_platform.tenancy.context import reset_scope, set_scope
 from claw_platform.tenancy.lookup import active_membership
 
@@ -37,9 +38,11 @@ class TenantMiddleware:
         if request.user.is_authenticated:
             membership = active_membership(request.user, request.session.get(SESSION_TENANT_KEY))
         token = self._bind(request, membership)
+        ids = bind_request_ids(request, membership)
         try:
             return self.get_response(request)
         finally:
+            unbind(ids)
             reset_scope(token)
 
     async def __acall__(self, request: HttpRequest) -> HttpResponse:
@@ -49,10 +52,12 @@ class TenantMiddleware:
             preferred = await sync_to_async(request.session.get)(SESSION_TENANT_KEY)
             membership = await db_async(active_membership)(user, preferred)
         token = self._bind(request, membership)
+        ids = bind_request_ids(request, membership)
         try:
             response: Awaitable[HttpResponse] = self.get_response(request)
             return await response
         finally:
+            unbind(ids)
             reset_scope(token)
 
     @staticmethod
@@ -60,3 +65,12 @@ class TenantMiddleware:
         request.membership = membership  # type: ignore[attr-defined]
         request.tenant = membership.tenant if membership else None  # type: ignore[attr-defined]
         return set_scope(membership.tenant_id if membership else None)
+
+
+def bind_request_ids(request: HttpRequest, membership: Any) -> Any:
+    """The ids every log line of this request carries (claw_platform/observability/logs.py)."""
+    return bind_ids(
+        request_id=request_id_of(request),
+        tenant_id=membership.tenant_id if membership else None,
+        user_id=membership.user_id if membership else None,
+    )

@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator
 from django.db import models
 
 from claw_platform.tenancy.context import current_tenant_id, tenant_context
@@ -16,6 +17,13 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     is_active = models.BooleanField(default=True)
+    # Audit events older than this are pruned (claw_platform/audit/retention.py); the
+    # audit table's trigger allows no other delete.
+    audit_retention_days = models.PositiveIntegerField(
+        default=365,
+        validators=[MinValueValidator(1)],
+        help_text="Audit events older than this many days are deleted by the daily prune.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

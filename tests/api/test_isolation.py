@@ -86,6 +86,10 @@ ROUTES: dict[str, Route] = {
     # -- platform
     "healthz": Public("the process answers"),
     "readyz": Public("readiness and the failing check's name"),
+    "metrics": Checked(
+        "tests/observability/test_metrics.py: a bearer token or an allowed address; counts by status, "
+        "provider, model and tool, no tenant's text or ids"
+    ),
     "<root redirect>": Public("redirects to /chat/"),
     # -- REST API
     "v1:agent-list": Collection(),
@@ -114,6 +118,13 @@ ROUTES: dict[str, Route] = {
     "v1:approval-deny": Scoped("approval"),
     "v1:auditevent-list": Collection(),
     "v1:auditevent-detail": Scoped("auditevent"),
+    "admin:audit_auditevent_export": Checked(
+        "tests/observability/test_audit_trail.py: owners and admins of the tenant only, its rows only"
+    ),
+    "v1:audit-export": Checked(
+        "tests/observability/test_audit_trail.py: streamed, the caller's tenant only, admin scope "
+        "(members and viewers 403)"
+    ),
     "v1:apikey-list": Collection(),
     "v1:apikey-detail": Scoped("apikey"),
     "v1:usage": Collection(),

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from agents.engine import tracing
 from agents.engine.interfaces import ALLOW, HookEvent, HookOutcome, RunContext
 from tools_app.guards.ssrf import SsrfGuard
 from tools_app.hooks.callables import HookCall, call_python_hook, load_callable
@@ -134,6 +135,17 @@ class ConfiguredHookRunner:
         return HookOutcome.modify(merged) if merged else ALLOW
 
     async def _run_one(
+        self, hook: HookSpec, event: str, payload: Mapping[str, Any], ctx: RunContext
+    ) -> HookOutcome:
+        attributes = {"claw.hook.name": hook.name, "claw.hook.kind": hook.kind, "claw.hook.event": event}
+        with tracing.span(f"hook {event} {hook.name}", tracing.SPAN_HOOK, attributes) as span:
+            outcome = await self._run_one_traced(hook, event, payload, ctx)
+            span.set("claw.hook.effect", outcome.action)
+            if outcome.blocked:
+                span.fail(outcome.reason, "hook_blocked")
+            return outcome
+
+    async def _run_one_traced(
         self, hook: HookSpec, event: str, payload: Mapping[str, Any], ctx: RunContext
     ) -> HookOutcome:
         started = time.perf_counter()

@@ -27,6 +27,7 @@ from typing import Any
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+from agents.engine import tracing
 from agents.engine.interfaces import RunContext
 from tools_app.mcp.connection import McpConnection, McpConnectionError, McpServerSpec, describe_failure
 from tools_app.mcp.resilience import ServerLimits, server_limits
@@ -117,6 +118,9 @@ class McpTool(Tool):
     async def run(self, args: dict[str, Any], ctx: RunContext) -> str | ToolOutput:
         limits = self.limits
         server = self.spec.name
+        span = tracing.current_span()
+        if span is not None:  # the call's execute_tool span: metrics and audit read these
+            span.update({"claw.mcp.server": server, "claw.mcp.tool": self.remote_name})
         if not limits.bulkhead.try_enter():
             raise ToolError(
                 MCP_RATE_LIMITED,

@@ -53,6 +53,7 @@ class AgentSerializer(StrictModelSerializer):
             "compaction_keep_recent",
             "input_guard_mode",
             "show_thinking",
+            "trace_verbose",
             "busy_policy",
             "timezone",
             "enabled",

@@ -34,7 +34,7 @@ from claw_platform.api.serializers.access import (
 )
 from claw_platform.api.throttling import LockOut, PairRateThrottle, source_address
 from claw_platform.api.views.base import TenantAPIView, TenantViewSet
-from claw_platform.audit.actions import client_ip
+from claw_platform.audit.actions import client_ip, record_audit_event
 from claw_platform.tenancy.models import Tenant
 
 
@@ -155,7 +155,7 @@ class PairView(APIView):
             # A body the exchange cannot read is a failed attempt like a wrong code:
             # malformed requests must not be a free way to probe the endpoint.
             if lockout.fail():
-                raise _locked(float(settings.CLAW_PAIR_LOCKOUT_SECONDS)) from None
+                raise _locked_now(ip) from None
             raise
         code = request.META.get("HTTP_X_PAIRING_CODE") or body.validated_data.get("code") or ""
         if not code.strip():
@@ -169,7 +169,7 @@ class PairView(APIView):
             api_key, plaintext = do_pair_device(code, ip=ip)
         except InvalidPairingCode:
             if lockout.fail():
-                raise _locked(float(settings.CLAW_PAIR_LOCKOUT_SECONDS)) from None
+                raise _locked_now(ip) from None
             raise ApiError(401, "invalid_code", "This pairing code is wrong, used or expired.") from None
         lockout.succeed()
         expires_in = (
@@ -192,6 +192,20 @@ class PairView(APIView):
         if content_length(request) > self.max_body_bytes:
             raise ApiError(413, "payload_too_large", "The request body is too large.")
         super().initial(request, *args, **kwargs)
+
+
+def _locked_now(ip: str | None) -> ApiError:
+    """The failure that locks the address out: audited (Z3), then refused."""
+    record_audit_event(
+        action="pairing.locked_out",
+        actor=f"address {ip}" if ip else "unknown address",
+        object_type="pairing",
+        object_id=(ip or "")[:64],
+        object_repr=f"pairing from {ip} locked out",
+        diff={"lockout_seconds": settings.CLAW_PAIR_LOCKOUT_SECONDS},
+        ip=ip,
+    )
+    return _locked(float(settings.CLAW_PAIR_LOCKOUT_SECONDS))
 
 
 def _locked(seconds: float) -> ApiError:

@@ -8,6 +8,7 @@ from typing import Any
 import django_filters
 from django.db.models import Count, F, Sum
 from django.db.models.functions import TruncDate
+from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import mixins, serializers
@@ -17,6 +18,7 @@ from rest_framework.response import Response
 from agents.models import UsageRecord
 from claw_platform.api.serializers.access import AuditEventSerializer, UsageRowSerializer
 from claw_platform.api.views.base import TenantAPIView, TenantViewSet
+from claw_platform.audit.export import FORMATS, export_rows, render
 from claw_platform.audit.models import AuditEvent
 
 GROUPS = {
@@ -159,3 +161,42 @@ class AuditEventViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, Tenant
 
     def scoped_queryset(self) -> Any:
         return AuditEvent.objects.all().order_by("-created_at", "-id")
+
+
+class AuditExportQuery(serializers.Serializer):
+    format = serializers.ChoiceField(choices=["jsonl", "csv"], required=False, default="jsonl")
+    since = serializers.DateField(required=False, help_text="First day (included).")
+    until = serializers.DateField(required=False, help_text="Last day (included).")
+    action = serializers.CharField(required=False, max_length=64, help_text="Only this action.")
+
+
+class AuditExportView(TenantAPIView):
+    """The tenant's audit trail as JSON Lines or CSV, oldest first, streamed (admin
+    scope: owners and admins; members and viewers get nothing)."""
+
+    read_scope = "admin"
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # ``format`` names the export's format here, not DRF's renderer override;
+        # errors are still the API's JSON.
+        renderer = self.get_renderers()[0]
+        return renderer, renderer.media_type
+
+    @extend_schema(parameters=[AuditExportQuery], responses={(200, "application/x-ndjson"): str})
+    def get(self, request: Request) -> StreamingHttpResponse:
+        query = AuditExportQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        tz = timezone.get_current_timezone()
+        since = timezone.make_aware(datetime.combine(q["since"], time.min), tz) if q.get("since") else None
+        until = (
+            timezone.make_aware(datetime.combine(q["until"] + timedelta(days=1), time.min), tz)
+            if q.get("until")
+            else None
+        )
+        fmt = q["format"]
+        rows = export_rows(self.principal.tenant_id, since=since, until=until, action=q.get("action", ""))
+        response = StreamingHttpResponse(render(fmt, rows), content_type=FORMATS[fmt])
+        stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+        response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.{fmt}"'
+        return response
