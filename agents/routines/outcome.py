@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import DateTimeField, ExpressionWrapper, F, Sum
 
 from agents.actions.runs import do_cancel_run
 from agents.models import (
@@ -50,32 +50,60 @@ OUTPUT_CHARS = 20_000
 LOST_GRACE = timedelta(seconds=60)
 
 
+# Runs past their routine's timeout are looked for this often (finished ones every tick).
+OVERDUE_SCAN_SECONDS = 15.0
+_last_overdue_scan: dict[str, datetime] = {}
+
+
 def settle_finished(now: datetime, *, limit: int = SETTLE_BATCH) -> int:
-    """Settle running RoutineRuns whose work ended or overran; returns how many."""
+    """Settle running RoutineRuns whose Run ended, and (every OVERDUE_SCAN_SECONDS)
+    those that overran their timeout or lost their worker; returns how many."""
     settled = 0
     with transaction.atomic():
         rows = list(
             RoutineRun._base_manager.select_for_update(skip_locked=True, of=("self",))
-            .filter(status=RoutineRunStatus.RUNNING)
+            .filter(status=RoutineRunStatus.RUNNING, run__status__in=FINISHED_RUN_STATUSES)
             .select_related("run__turn", "routine")
             .order_by("started_at")[:limit]
         )
         for row in rows:
             run = row.run
-            deadline = row.started_at + timedelta(seconds=row.routine.timeout_seconds)
-            if run is not None and run.status in FINISHED_RUN_STATUSES:
-                ok = run.status == RunStatus.COMPLETED
-                output = (run.turn.response_text or "") if run.turn_id else ""
-                reason = "" if ok else (run.error or run.status)[:200]
-                finish_routine_run(
-                    row,
-                    RoutineRunStatus.OK if ok else RoutineRunStatus.FAILED,
-                    now,
-                    output=output,
-                    reason=reason,
+            assert run is not None
+            ok = run.status == RunStatus.COMPLETED
+            output = (run.turn.response_text or "") if run.turn_id else ""
+            reason = "" if ok else (run.error or run.status)[:200]
+            finish_routine_run(
+                row, RoutineRunStatus.OK if ok else RoutineRunStatus.FAILED, now, output=output, reason=reason
+            )
+            settled += 1
+    last = _last_overdue_scan.get("scan")
+    if last is None or abs((now - last).total_seconds()) >= OVERDUE_SCAN_SECONDS:
+        _last_overdue_scan["scan"] = now
+        settled += settle_overdue(now)
+    return settled
+
+
+def settle_overdue(now: datetime, *, limit: int = SETTLE_BATCH) -> int:
+    """Fail runs past their routine's timeout (cancelling their Run) and shell runs
+    whose worker was lost."""
+    settled = 0
+    with transaction.atomic():
+        rows = list(
+            RoutineRun._base_manager.select_for_update(skip_locked=True, of=("self",))
+            .filter(status=RoutineRunStatus.RUNNING)
+            .alias(
+                deadline=ExpressionWrapper(
+                    F("started_at") + F("routine__timeout_seconds") * timedelta(seconds=1),
+                    output_field=DateTimeField(),
                 )
-                settled += 1
-            elif run is not None and now > deadline:
+            )
+            .filter(deadline__lt=now)
+            .select_related("run", "routine")
+            .order_by("started_at")[:limit]
+        )
+        for row in rows:
+            run = row.run
+            if run is not None:
                 if run.status not in FINISHED_RUN_STATUSES:
                     do_cancel_run(run, acting_user=None, reason="the routine's timeout passed")
                 finish_routine_run(
@@ -85,7 +113,7 @@ def settle_finished(now: datetime, *, limit: int = SETTLE_BATCH) -> int:
                     reason=f"timed out after {row.routine.timeout_seconds} s",
                 )
                 settled += 1
-            elif run is None and now > deadline + LOST_GRACE:
+            elif now > row.started_at + timedelta(seconds=row.routine.timeout_seconds) + LOST_GRACE:
                 finish_routine_run(row, RoutineRunStatus.FAILED, now, reason="its worker was lost")
                 settled += 1
     return settled
@@ -111,6 +139,7 @@ def after_outcome(row: RoutineRun, now: datetime) -> None:
     routine.last_run_at = row.started_at
     routine.last_status = row.status
     fields = ["last_run_at", "last_status", "consecutive_failures", "status", "next_run_at", "updated_at"]
+    retried = False
     if row.status == RoutineRunStatus.OK:
         routine.consecutive_failures = 0
         if routine.trigger == TriggerKind.ONCE:
@@ -131,6 +160,8 @@ def after_outcome(row: RoutineRun, now: datetime) -> None:
             elif routine.trigger == TriggerKind.ONCE and routine.status == RoutineStatus.ACTIVE:
                 routine.status = RoutineStatus.COMPLETED
     routine.save(update_fields=fields)
+    if row.fire_id is not None and not retried:
+        RoutineFire._base_manager.filter(pk=row.fire_id).update(state=FireState.DONE)
     if row.status != RoutineRunStatus.SKIPPED:
         transaction.on_commit(lambda: deliver(row.pk))
     _trim_history(routine.pk)
