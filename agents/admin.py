@@ -313,3 +313,7 @@ class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
             self.message_user(request, "You cannot cancel this tenant's runs.", messages.ERROR)
             return
         self.message_user(request, f"Asked {count} run(s) to stop.")
+
+
+# Routines' pages live with the routines (agents.routines.admin).
+from agents.routines import admin as _routines_admin  # noqa: E402,F401

@@ -84,6 +84,24 @@ CLAW_RUN_LOOP = config.env_choice("CLAW_RUN_LOOP", "uvloop", ("uvloop", "asyncio
 # Chat sockets' writing actions (message, stop, approve) a web process runs at once.
 CLAW_SOCKET_WRITES = config.env_int("CLAW_SOCKET_WRITES", 2, minimum=1)
 CLAW_RUN_SWEEP_SECONDS = config.env_int("CLAW_RUN_SWEEP_SECONDS", 10, minimum=1)
+# Routines (agents.routines): the scheduler thread in each claw_worker, its idle poll,
+# the minimum interval, when a due time counts as missed, how catch-up fires spread,
+# and the gates of shell routines (allow-list, read-only mode, hourly limit per tenant).
+CLAW_ROUTINES_ENABLED = config.env_bool("CLAW_ROUTINES_ENABLED", True)
+CLAW_ROUTINE_IDLE_POLL_SECONDS = config.env_int("CLAW_ROUTINE_IDLE_POLL_SECONDS", 20, minimum=1)
+CLAW_ROUTINE_MIN_INTERVAL_SECONDS = config.env_int("CLAW_ROUTINE_MIN_INTERVAL_SECONDS", 60, minimum=1)
+CLAW_ROUTINE_MISSED_AFTER_SECONDS = config.env_int("CLAW_ROUTINE_MISSED_AFTER_SECONDS", 120, minimum=1)
+CLAW_ROUTINE_CATCHUP_SPREAD_SECONDS = config.env_int("CLAW_ROUTINE_CATCHUP_SPREAD_SECONDS", 60, minimum=0)
+CLAW_ROUTINE_SHELL_ALLOWED = config.env_list(
+    "CLAW_ROUTINE_SHELL_ALLOWED",
+    ["echo", "date", "ls", "cat", "head", "tail", "wc", "grep", "df", "du", "uptime", "stat"],
+)
+CLAW_ROUTINE_SHELL_READ_ONLY = config.env_bool("CLAW_ROUTINE_SHELL_READ_ONLY", False)
+CLAW_ROUTINE_SHELL_READ_ONLY_ALLOWED = config.env_list(
+    "CLAW_ROUTINE_SHELL_READ_ONLY_ALLOWED",
+    ["echo", "date", "ls", "cat", "head", "tail", "wc", "grep", "df", "du", "uptime", "stat"],
+)
+CLAW_ROUTINE_SHELL_ACTIONS_PER_HOUR = config.env_int("CLAW_ROUTINE_SHELL_ACTIONS_PER_HOUR", 20, minimum=0)
 # Outside conversations (S5) idle this long are archived; their key opens a new session.
 CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)
 # Dotted path of the tools factory runs use (tests point it at test-only tools).

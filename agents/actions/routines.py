@@ -1,6 +1,7 @@
-"""Routines (C1, T6): created, paused, resumed and cancelled here, each with its
-audit row. ``check_routine_trigger`` validates a trigger and computes its first run.
-Firing routines is the routines issue's work."""
+"""Routines (C1, T6): created, changed, paused, resumed, cancelled and run now here,
+each with its audit row. ``check_routine_trigger`` validates a trigger and computes
+its first run. Firing them is ``agents.routines``; every change wakes the workers'
+schedulers (``ROUTINES_CHANNEL``) so a new due time is seen at once."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from croniter import croniter
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.models import Routine, RoutineStatus, TriggerKind
+from agents.models import Routine, RoutineFire, RoutineStatus, TriggerKind
+from agents.routines.times import next_cron
 from claw_platform.audit.actions import record_audit_event
 
 MIN_INTERVAL_SECONDS = 60
@@ -40,22 +43,20 @@ class Trigger:
 def next_run(trigger: Trigger, after: datetime) -> datetime | None:
     """The first firing strictly after ``after`` (aware, UTC), or ``None`` (a past one-shot)."""
     if trigger.kind == TriggerKind.CRON:
-        zone = zoneinfo.ZoneInfo(trigger.timezone)
-        # croniter walks wall-clock time in the routine's zone (DST included).
-        return (
-            croniter(trigger.cron, after.astimezone(zone))
-            .get_next(datetime)
-            .astimezone(zoneinfo.ZoneInfo("UTC"))
-        )
+        # Walked in wall-clock time of the routine's zone, DST-safe (agents.routines.times).
+        return next_cron(trigger.cron, trigger.timezone, after)
     if trigger.kind == TriggerKind.INTERVAL:
         return after + timedelta(seconds=int(trigger.interval_seconds or 0))
+    if trigger.kind == TriggerKind.MANUAL:
+        return None
     if trigger.run_at is not None and trigger.run_at > after:
         return trigger.run_at
     return None
 
 
-def check_routine_trigger(trigger: Trigger, *, now: datetime | None = None) -> datetime:
-    """Validate ``trigger``; return its first run. ``ValidationError`` says what is wrong."""
+def check_routine_trigger(trigger: Trigger, *, now: datetime | None = None) -> datetime | None:
+    """Validate ``trigger``; return its first run (None: manual only). ``ValidationError``
+    says what is wrong."""
     now = now or timezone.now()
     try:
         zoneinfo.ZoneInfo(trigger.timezone)
@@ -71,20 +72,30 @@ def check_routine_trigger(trigger: Trigger, *, now: datetime | None = None) -> d
             )
     elif trigger.kind == TriggerKind.INTERVAL:
         seconds = trigger.interval_seconds or 0
-        if not MIN_INTERVAL_SECONDS <= seconds <= MAX_INTERVAL_SECONDS:
-            raise ValidationError(
-                f"The interval must be between {MIN_INTERVAL_SECONDS} seconds and one year."
-            )
+        minimum = min_interval_seconds()
+        if not minimum <= seconds <= MAX_INTERVAL_SECONDS:
+            raise ValidationError(f"The interval must be between {minimum} seconds and one year.")
     elif trigger.kind == TriggerKind.ONCE:
         if trigger.run_at is None or trigger.run_at.tzinfo is None:
             raise ValidationError("A one-shot routine needs run_at with a timezone.")
         if trigger.run_at <= now:
             raise ValidationError("run_at is in the past; give a future time.")
-    else:
+    elif trigger.kind != TriggerKind.MANUAL:
         raise ValidationError(f"Unknown trigger {trigger.kind!r}.")
-    first = next_run(trigger, now)
-    assert first is not None
-    return first
+    return next_run(trigger, now)
+
+
+def min_interval_seconds() -> int:
+    return int(getattr(settings, "CLAW_ROUTINE_MIN_INTERVAL_SECONDS", MIN_INTERVAL_SECONDS))
+
+
+ROUTINES_CHANNEL = "claw_routines"
+
+
+def wake_schedulers() -> None:
+    """Tell the workers' schedulers a routine changed (delivered on commit)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, '')", [ROUTINES_CHANNEL])
 
 
 @transaction.atomic
@@ -98,14 +109,22 @@ def do_create_routine(
     prompt: str,
     trigger: Trigger,
     acting_user: Any,
+    options: dict[str, Any] | None = None,
+    count_cap: bool = True,
 ) -> Routine:
+    """``options``: more fields of the routine (action, command, policies), already
+    checked by the caller's form or serializer (shell commands: ``check_shell_routine``)."""
     first = check_routine_trigger(trigger)
     active = (
-        Routine._base_manager.filter(tenant_id=tenant_id, agent_id=agent_id, status=RoutineStatus.ACTIVE)
-        .filter(owned_by(user_id))
-        .count()
+        0
+        if not count_cap
+        else (
+            Routine._base_manager.filter(tenant_id=tenant_id, agent_id=agent_id, status=RoutineStatus.ACTIVE)
+            .filter(owned_by(user_id))
+            .count()
+        )
     )
-    if active >= MAX_ACTIVE_ROUTINES_PER_USER:
+    if count_cap and active >= MAX_ACTIVE_ROUTINES_PER_USER:
         raise ValidationError(f"At most {MAX_ACTIVE_ROUTINES_PER_USER} active routines per user and agent.")
     routine = Routine._base_manager.create(
         tenant_id=tenant_id,
@@ -121,12 +140,14 @@ def do_create_routine(
         run_at=trigger.run_at,
         next_run_at=first,
         created_by_id=user_id,
+        **(options or {}),
     )
+    wake_schedulers()
     record_audit_event(
         action="routine.created",
         actor=acting_user,
         obj=routine,
-        diff={"trigger": [None, trigger.kind], "next_run_at": [None, first.isoformat()]},
+        diff={"trigger": [None, trigger.kind], "next_run_at": [None, first.isoformat() if first else None]},
     )
     return routine
 
@@ -144,12 +165,57 @@ def do_set_routine_status(routine: Routine, status: str, *, acting_user: Any) ->
             locked.trigger, locked.cron, locked.timezone, locked.interval_seconds, locked.run_at
         )
         locked.next_run_at = next_run(trigger, timezone.now())
-        if locked.next_run_at is None:
+        locked.consecutive_failures = 0
+        if locked.next_run_at is None and locked.trigger != TriggerKind.MANUAL:
             raise ValidationError("This one-shot routine's time has passed; schedule a new one.")
     elif status == RoutineStatus.CANCELLED:
         locked.next_run_at = None
-    locked.save(update_fields=["status", "next_run_at", "updated_at"])
+    locked.save(update_fields=["status", "next_run_at", "consecutive_failures", "updated_at"])
+    wake_schedulers()
     record_audit_event(
         action="routine.status", actor=acting_user, obj=locked, diff={"status": [before, status]}
     )
+    return locked
+
+
+@transaction.atomic
+def do_run_routine_now(routine: Routine, *, acting_user: Any) -> RoutineFire:
+    """Run now (admin, API, chat): a fire due at once, started by the next worker
+    tick like any other (overlap and hourly cap apply). Paused routines run too."""
+    locked = Routine._base_manager.select_for_update().get(pk=routine.pk)
+    if locked.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED):
+        raise ValidationError(f"The routine is {locked.status}; it cannot run any more.")
+    now = timezone.now()
+    fire = RoutineFire._base_manager.create(
+        tenant_id=locked.tenant_id, routine=locked, scheduled_for=now, not_before=now, reason="manual"
+    )
+    record_audit_event(
+        action="routine.run_now", actor=acting_user, obj=locked, diff={"fire": [None, fire.pk]}
+    )
+    wake_schedulers()
+    return fire
+
+
+@transaction.atomic
+def do_update_routine(routine: Routine, changes: dict[str, Any], *, acting_user: Any) -> Routine:
+    """Change a routine's fields (already checked); a changed trigger recomputes the
+    next run from now."""
+    locked = Routine._base_manager.select_for_update().get(pk=routine.pk)
+    diff: dict[str, list[Any]] = {}
+    for name, value in changes.items():
+        before = getattr(locked, name)
+        if before != value:
+            diff[name] = [str(before), str(value)]
+            setattr(locked, name, value)
+    if set(diff) & {"trigger", "cron", "timezone", "interval_seconds", "run_at"}:
+        trigger = Trigger(
+            locked.trigger, locked.cron, locked.timezone, locked.interval_seconds, locked.run_at
+        )
+        first = check_routine_trigger(trigger)
+        if locked.status == RoutineStatus.ACTIVE:
+            locked.next_run_at = first
+    locked.save()
+    if diff:
+        record_audit_event(action="routine.updated", actor=acting_user, obj=locked, diff=diff)
+    wake_schedulers()
     return locked

@@ -22,7 +22,18 @@ from agents.models.conversation import (
 from agents.models.memory import MemoryCategory, MemoryEntry, MemoryScope
 from agents.models.providers import LLMProvider, ModelProfile, ProviderKind
 from agents.models.revisions import AgentRevision
-from agents.models.routines import Routine, RoutineRun, RoutineStatus, TriggerKind
+from agents.models.routines import (
+    ActionKind,
+    FireState,
+    MissedPolicy,
+    OverlapPolicy,
+    Routine,
+    RoutineFire,
+    RoutineRun,
+    RoutineRunStatus,
+    RoutineStatus,
+    TriggerKind,
+)
 from agents.models.runs import (
     ACTIVE_RUN_STATUSES,
     FINISHED_RUN_STATUSES,
@@ -39,6 +50,7 @@ __all__ = [
     "CONTEXT_FILE_NAMES",
     "FINISHED_RUN_STATUSES",
     "MAX_CONTEXT_FILE_CHARS",
+    "ActionKind",
     "Agent",
     "AgentFile",
     "AgentRevision",
@@ -48,6 +60,7 @@ __all__ = [
     "ApprovalStatus",
     "BusyPolicy",
     "Checkpoint",
+    "FireState",
     "InputGuardMode",
     "LLMProvider",
     "MemoryCategory",
@@ -55,10 +68,14 @@ __all__ = [
     "MemoryScope",
     "Message",
     "MessageState",
+    "MissedPolicy",
     "ModelProfile",
+    "OverlapPolicy",
     "ProviderKind",
     "Routine",
+    "RoutineFire",
     "RoutineRun",
+    "RoutineRunStatus",
     "RoutineStatus",
     "Run",
     "RunEvent",

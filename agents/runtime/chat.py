@@ -481,6 +481,15 @@ async def _compact(
     return text
 
 
+async def _heartbeat(
+    command: SlashCommand, session: Session, agent: ResolvedAgent, tools_factory: ToolsFactory
+) -> str:
+    from agents.routines.heartbeat import run_heartbeat
+
+    model_cfg = await db_async(_session_model)(session, agent)
+    return await run_heartbeat(session, agent, model_cfg)
+
+
 _COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "help": _help,
     "ping": _ping,
@@ -497,4 +506,5 @@ _COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "tools": _tools,
     "compact": _compact,
     "summarize": _compact,
+    "heartbeat": _heartbeat,
 }

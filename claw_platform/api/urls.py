@@ -17,6 +17,7 @@ from claw_platform.api.views.conversation import ApprovalViewSet, RunViewSet, Se
 from claw_platform.api.views.events import TenantEventsView
 from claw_platform.api.views.hooks import HookView
 from claw_platform.api.views.reports import AuditEventViewSet, AuditExportView, UsageView
+from claw_platform.api.views.routines import RoutineViewSet
 
 router = SimpleRouter()
 router.register("agents", AgentViewSet, basename="agent")
@@ -27,6 +28,7 @@ router.register("runs", RunViewSet, basename="run")
 router.register("approvals", ApprovalViewSet, basename="approval")
 router.register("audit-events", AuditEventViewSet, basename="auditevent")
 router.register("api-keys", ApiKeyViewSet, basename="apikey")
+router.register("routines", RoutineViewSet, basename="routine")
 
 api_v1 = [
     *router.urls,

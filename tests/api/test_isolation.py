@@ -33,6 +33,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from agents.actions.config import do_create_agent
+from agents.actions.routines import Trigger, do_create_routine
 from agents.models import Session
 from claw_platform.api.models import ApiKey
 from claw_platform.audit.models import AuditEvent
@@ -45,7 +46,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Kinds of tenant A's objects a route's ids can name. The session-hung ones are
 # M1's: members other than M1 must not reach them.
-MEMBER_KINDS = frozenset({"session", "run", "approval"})
+MEMBER_KINDS = frozenset({"session", "run", "approval", "routine"})
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,10 @@ ROUTES: dict[str, Route] = {
     ),
     "v1:apikey-list": Collection(),
     "v1:apikey-detail": Scoped("apikey"),
+    "v1:routine-list": Collection(),
+    "v1:routine-detail": Scoped("routine"),
+    "v1:routine-run": Scoped("routine"),
+    "v1:routine-runs": Scoped("routine"),
     "v1:usage": Collection(),
     "v1:events": Collection(query="?after=0&timeout=1"),
     "v1:hook": Scoped("agent"),
@@ -333,6 +338,16 @@ def world(tenant_a, tenant_b, member_chats) -> World:
     audit = AuditEvent.objects.unscoped().filter(tenant=tenant_a.tenant).first()
     assert audit is not None
     chats = member_chats
+    routine = do_create_routine(
+        tenant_id=tenant_a.tenant.pk,
+        agent_id=tenant_a.agent.pk,
+        user_id=chats.m1.pk,
+        session_id=chats.session.pk,
+        name="m1-routine-nightly",
+        prompt="m1-routine-prompt",
+        trigger=Trigger("cron", cron="0 3 * * *"),
+        acting_user=None,
+    )
     base = {"slug": only.slug, "file_name": "SOUL.md", "number": "1"}
     ids = {
         "agent": base,
@@ -344,6 +359,7 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "apikey": {"pk": str(key.pk)},
         "auditevent": {"pk": str(audit.pk)},
         "accounttarget": {"kind": "http", "pk": str(per_user.pk)},
+        "routine": {"pk": str(routine.pk)},
     }
     tenant_markers = [
         "a_member",
@@ -354,7 +370,13 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         str(chats.session.pk),
         "a_own_account_tool",
     ]
-    member_markers = [*chats.markers, "rm -r logs", "m1-only-model"]
+    member_markers = [
+        *chats.markers,
+        "rm -r logs",
+        "m1-only-model",
+        "m1-routine-nightly",
+        "m1-routine-prompt",
+    ]
     return World(chats, ids, tenant_markers, member_markers)
 
 
@@ -497,6 +519,7 @@ MISSING = {
     },
     "run": {"pk": "999999999"},
     "approval": {"pk": "999999999"},
+    "routine": {"pk": "999999999"},
 }
 
 

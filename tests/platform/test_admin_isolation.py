@@ -8,12 +8,15 @@ from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
 
+from agents.actions.routines import Trigger, do_create_routine
 from agents.models import (
     Agent,
     AgentFile,
     AgentRevision,
     LLMProvider,
     ModelProfile,
+    Routine,
+    RoutineRun,
     Run,
     Session,
     UsageRecord,
@@ -32,6 +35,25 @@ def _api_rows(tenant_a, tenant_b) -> None:
     """A row in each API table too, for both tenants."""
     for prefix, tenant_set in (("a", tenant_a), ("b", tenant_b)):
         make_api_rows(tenant_set.tenant, prefix, tenant_set.owner, tenant_set.agent)
+        make_routine_rows(tenant_set, prefix, tenant_set.member)
+
+
+def make_routine_rows(tenant_set, prefix: str, user) -> Routine:
+    routine = do_create_routine(
+        tenant_id=tenant_set.tenant.pk,
+        agent_id=tenant_set.agent.pk,
+        user_id=user.pk,
+        session_id=None,
+        name=f"{prefix}-routine-{user.username}",
+        prompt="nightly report",
+        trigger=Trigger("cron", cron="0 3 * * *"),
+        acting_user=None,
+        count_cap=False,
+    )
+    RoutineRun.objects.unscoped().create(
+        tenant=tenant_set.tenant, routine=routine, status="ok", output="fine"
+    )
+    return routine
 
 
 def client_for(user) -> Client:
@@ -60,6 +82,8 @@ def objects_of(tenant_set) -> dict[type, object]:
         ApiKey: ApiKey.objects.unscoped(),
         PairingCode: PairingCode.objects.unscoped(),
         AgentWebhook: AgentWebhook.objects.unscoped(),
+        Routine: Routine.objects.unscoped(),
+        RoutineRun: RoutineRun.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -89,6 +113,8 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         ApiKey,
         PairingCode,
         AgentWebhook,
+        Routine,
+        RoutineRun,
     }
 
 
@@ -224,6 +250,11 @@ MEMBER_RULE_MODELS = [m for m in TENANT_MODELS if hasattr(m, "MEMBER_OWNER")]
 
 def m1_object(model, chats):
     """M1's row of ``model`` (its chat, a run of it, its usage row)."""
+    if model in (Routine, RoutineRun):
+        routine = Routine.objects.unscoped().filter(user=chats.m1).first() or make_routine_rows(
+            chats.tenant_set, "m1", chats.m1
+        )
+        return routine if model is Routine else RoutineRun.objects.unscoped().filter(routine=routine).first()
     return {
         Session: chats.session,
         Run: chats.run,
@@ -233,7 +264,7 @@ def m1_object(model, chats):
 
 def test_the_session_hung_admin_models_are_these():
     # A new admin model that hangs off sessions needs a row in m1_object().
-    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord}
+    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord, Routine, RoutineRun}
 
 
 @pytest.mark.parametrize("model", MEMBER_RULE_MODELS, ids=lambda m: m.__name__)

@@ -15,7 +15,6 @@ from claw_platform.tenancy.models import Role, TenantOwned
 # chat's part, with why (they have rules of their own).
 NOT_MEMBER_OWNED = {
     "agents.MemoryEntry": "memory has its own scopes (agent, user, session) and is reached only by the agent's tools",
-    "agents.Routine": "a routine acts for its user; routines have no page or route of their own yet",
 }
 SESSION_MODELS = ("agents.Session", "agents.Run", "agents.Turn", "agents.Thread")
 

@@ -25,6 +25,7 @@ from django.db import models
 from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
+from agents.actions.routines import Trigger, do_create_routine
 from agents.models import AgentRevision, ApprovalRequest, Run, Session
 from claw_platform.api.models import ApiKey
 from claw_platform.api.urls import router
@@ -200,6 +201,18 @@ def api_get_paths(tenant_a) -> list[str]:
         "apikey": str(ApiKey.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
         "provider": str(tenant_a.provider.pk),
         "modelprofile": str(tenant_a.model.pk),
+        "routine": str(
+            do_create_routine(
+                tenant_id=tenant_a.tenant.pk,
+                agent_id=tenant_a.agent.pk,
+                user_id=tenant_a.member.pk,
+                session_id=None,
+                name="nightly",
+                prompt="report",
+                trigger=Trigger("cron", cron="0 3 * * *"),
+                acting_user=None,
+            ).pk
+        ),
     }
     paths = []
     api_routes = [r for r in http_routes() if r.pattern.startswith(("api/", "v1/"))]

@@ -26,6 +26,7 @@ from tools_app.builtins.schedule import (
     ListScheduledTasksTool,
     PauseScheduledTaskTool,
     ResumeScheduledTaskTool,
+    RunScheduledTaskTool,
     ScheduleTaskTool,
 )
 from tools_app.builtins.sub_agent import SubAgentTool
@@ -55,6 +56,7 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     PauseScheduledTaskTool(),
     ResumeScheduledTaskTool(),
     CancelScheduledTaskTool(),
+    RunScheduledTaskTool(),
     TodoReadTool(),
     TodoWriteTool(),
     SendMessageTool(),

@@ -1,7 +1,9 @@
 """Scheduling tools (T6): schedule_task, list_scheduled_tasks, pause_scheduled_task,
-resume_scheduled_task, cancel_scheduled_task. They store Routine rows for the run's
-agent, user and session (firing them is the routines issue's work). A routine is
-only ever visible to the agent and user that own it, within their tenant."""
+resume_scheduled_task, cancel_scheduled_task, run_scheduled_task. They drive the
+same actions as the admin and the API (``agents.actions.routines``) for the run's
+agent, user and session; the workers' schedulers fire them (``agents.routines``),
+and the output is delivered to the session that scheduled them. A routine is only
+ever visible to the agent and user that own it, within their tenant."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from agents.actions.routines import Trigger, do_create_routine, do_set_routine_status, owned_by
+from agents.actions.routines import (
+    Trigger,
+    do_create_routine,
+    do_run_routine_now,
+    do_set_routine_status,
+    owned_by,
+)
 from agents.engine.interfaces import READ_ONLY, RunContext, ToolTraits
 from agents.models import Routine, RoutineStatus, TriggerKind
 from claw_platform.db import db_async
@@ -188,3 +196,28 @@ class CancelScheduledTaskTool(_StatusTool):
     description = "Cancel a scheduled task for good, by its #id."
     target_status = RoutineStatus.CANCELLED
     verb = "Cancelled"
+
+
+class RunScheduledTaskTool(Tool):
+    name = "run_scheduled_task"
+    description = "Run a scheduled task now, by its #id (its result arrives in its session)."
+    input_schema = {
+        "type": "object",
+        "properties": {"id": {"type": "integer", "minimum": 1}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    traits = WRITES
+    timeout = 15.0
+    max_output_chars = 2_000
+
+    async def run(self, args: dict[str, Any], ctx: RunContext) -> str:
+        context = tool_context(ctx)
+
+        def start() -> Routine:
+            routine = _own_routine(context, args["id"])
+            do_run_routine_now(routine, acting_user=_actor(context))
+            return routine
+
+        routine = await db_async(_run_sync)(start)
+        return "Started now: " + _describe(routine)

@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from agents.routines.scheduler import start_scheduler_thread
 from agents.runtime.maintenance import ensure_schedules
 from agents.runtime.worker import shutdown_supervisor, start_sweeper_thread, supervisor
 from claw_platform.heap import freeze_startup_heap
@@ -40,6 +41,8 @@ class Command(BaseCommand):
         # This process's run loop claims new runs as they are committed (NOTIFY);
         # the task workers are the durable path behind it.
         supervisor().start_listening()
+        # Routines fire from a scheduler thread of every worker (agents.routines).
+        routines = start_scheduler_thread(supervisor().owner)
         try:
             # Poll rather than join(): a signal arriving inside join() can deadlock
             # against django-q2's sentinel (see django_q.cluster.Cluster.start).
@@ -50,6 +53,8 @@ class Command(BaseCommand):
             stop.set()
             thread.join(timeout=5)
             sweeper.join(timeout=5)
+            if routines is not None:
+                routines.stop()
             shutdown_supervisor()
 
 
