@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What row-level security costs (issue 22 item 1).
 
-    .venv/bin/python bench/rls/run.py [--rows 20000] [--queries 3000] [--runs 300]
+    .venv/bin/python bench/rls/run.py [--rows 20000] [--queries 500] [--runs 50] [--rounds 5]
 
 Starts an embedded PostgreSQL of its own (temporary), connects as the runtime role
 (not owner, no BYPASSRLS) through Django's connection, with the product's execute
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -33,8 +34,9 @@ sys.path.insert(0, str(ROOT))
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=20000)
-    parser.add_argument("--queries", type=int, default=3000)
-    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
 
     from claw_platform.embedded_db import start_embedded_database
@@ -42,6 +44,8 @@ def main() -> int:
     run_dir = Path(tempfile.mkdtemp(prefix="claw-bench-rls-"))
     os.environ["CLAW_VAR_DIR"] = str(run_dir / "var")
     os.environ["DJANGO_SETTINGS_MODULE"] = "claw_platform.settings"
+    # A SIGTERM (a timeout) unwinds like Ctrl+C, so the server is stopped.
+    signal.signal(signal.SIGTERM, _interrupt)
     db = start_embedded_database(run_dir / "pgdata")
     os.environ["DATABASE_URL"] = db.url
     os.environ["DATABASE_OWNER_URL"] = db.owner_url
@@ -49,6 +53,10 @@ def main() -> int:
         return bench(args)
     finally:
         db.stop()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -125,7 +133,7 @@ def bench(args: argparse.Namespace) -> int:
 
     per_query("bench_rls"), per_query("bench_plain")  # warm up
     q_rls, q_plain, r_rls, r_plain = [], [], [], []
-    for _ in range(5):
+    for _ in range(args.rounds):
         q_rls.append(per_query("bench_rls"))
         q_plain.append(per_query("bench_plain"))
         r_rls.append(per_run("bench_rls", True))

@@ -17,8 +17,11 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def database_url_for_tests() -> str:
+    from urllib.parse import quote
+
     s = connection.settings_dict
-    return f"postgresql://{s['USER']}:@/{s['NAME']}?host={s['HOST']}&port={s['PORT'] or 5432}"
+    password = quote(str(s.get("PASSWORD") or ""), safe="")
+    return f"postgresql://{s['USER']}:{password}@/{s['NAME']}?host={s['HOST']}&port={s['PORT'] or 5432}"
 
 
 def run_chat(args: list[str], stdin: str) -> subprocess.CompletedProcess[str]:

@@ -122,7 +122,10 @@ def count_rows(var_dir: Path, table: str) -> int:
 
     info = PostmasterInfo.read_from_pgdata(var_dir / "pgdata")
     assert info is not None
-    url = f"postgresql://postgres:@/claw?host={info.socket_dir}&port={info.port}"
+    from claw_platform.embedded_db import read_passwords
+
+    password = (read_passwords(var_dir / "pgdata") or {}).get("postgres", "")
+    url = f"postgresql://postgres:{password}@/claw?host={info.socket_dir}&port={info.port}"
     with psycopg.connect(url) as conn:
         row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
     assert row is not None
