@@ -329,3 +329,46 @@ def budget_state(budget: Budget, now: datetime | None = None) -> BudgetState:
     calls = budget.window_calls if budget.window_start == hour_start(now) else 0
     remaining = None if budget.limit is None else max(Decimal(0), budget.limit - spent - budget.reserved)
     return BudgetState(spent, budget.reserved, remaining, start, reset_at, calls)
+
+
+def check_budget_open(charge: Charge, *, now: datetime | None = None) -> None:
+    """Raise BudgetRefused when a call of ``charge`` would surely be refused now: a
+    kill switch is on, a hard money budget is used up, or a call rate is spent.
+
+    The API asks this before it queues a message (402 up front, no run); it locks
+    nothing -- the reservation before the LLM call stays the real check."""
+    now = now or timezone.now()
+    stop = (
+        KillSwitch._base_manager.filter(tenant_id=charge.tenant_id, active=True)
+        .filter(Q(agent__isnull=True) | Q(agent_id__in=charge.agent_ids))
+        .values_list("agent_id", "reason")
+        .first()
+    )
+    if stop is not None:
+        whose = "this agent" if stop[0] else "this team"
+        raise _refuse(
+            charge, BudgetRefused(LLM_STOPPED, f"LLM calls of {whose} are stopped by an owner."), ""
+        )
+    budgets = Budget._base_manager.filter(tenant_id=charge.tenant_id, enabled=True).filter(
+        _applicable(charge)
+    )
+    for budget in budgets.order_by("id"):
+        state = budget_state(budget, now)
+        if budget.limit is not None and budget.hard_limit and state.spent + state.reserved >= budget.limit:
+            zone = tenant_zone(charge.tenant_id)
+            error = BudgetRefused(
+                BUDGET_EXCEEDED,
+                f"{_label(budget)} of ${budget.limit:.2f} is used up; {_when(state.resets_at, zone)}.",
+                budget_id=budget.pk,
+                reset_at=state.resets_at,
+            )
+            raise _refuse(charge, error, "")
+        if budget.calls_per_hour is not None and state.calls_this_hour >= budget.calls_per_hour:
+            reset = hour_start(now) + timedelta(hours=1)
+            error = BudgetRefused(
+                RATE_EXCEEDED,
+                f"{_label(budget)} allows {budget.calls_per_hour} LLM calls an hour and they are used up.",
+                budget_id=budget.pk,
+                reset_at=reset,
+            )
+            raise _refuse(charge, error, "")

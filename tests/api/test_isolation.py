@@ -33,11 +33,12 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from agents.actions.config import do_create_agent
+from agents.budgets.models import Budget, KillSwitch
 from agents.models import Session
 from claw_platform.api.models import ApiKey
 from claw_platform.audit.models import AuditEvent
 from tests.api.conftest import client_for, make_key, make_person_key
-from tests.fixtures.tenants import PASSWORD, MemberChats
+from tests.fixtures.tenants import PASSWORD, MemberChats, make_budget_rows
 from tests.platform.test_admin_isolation import TENANT_MODELS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -116,6 +117,12 @@ ROUTES: dict[str, Route] = {
     "v1:apikey-list": Collection(),
     "v1:apikey-detail": Scoped("apikey"),
     "v1:usage": Collection(),
+    "v1:budget-list": Collection(),
+    "v1:budget-detail": Scoped("budget"),
+    "v1:killswitch-list": Collection(),
+    "v1:killswitch-detail": Scoped("killswitch"),
+    "v1:killswitch-lift": Scoped("killswitch"),
+    "v1:spend-settings": Collection(),
     "v1:events": Collection(query="?after=0&timeout=1"),
     "v1:hook": Scoped("agent"),
     "v1:pairing-codes": Collection(),
@@ -308,6 +315,10 @@ def world(tenant_a, tenant_b, member_chats) -> World:
     key = ApiKey.objects.unscoped().get(tenant=tenant_a.tenant, name="a key")
     audit = AuditEvent.objects.unscoped().filter(tenant=tenant_a.tenant).first()
     assert audit is not None
+    for prefix, tenant_set in (("a", tenant_a), ("b", tenant_b)):
+        make_budget_rows(tenant_set.tenant, prefix, tenant_set.agent)
+    budget = Budget.objects.unscoped().get(tenant=tenant_a.tenant)
+    switch = KillSwitch.objects.unscoped().get(tenant=tenant_a.tenant)
     chats = member_chats
     base = {"slug": only.slug, "file_name": "SOUL.md", "number": "1"}
     ids = {
@@ -319,9 +330,21 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "modelprofile": {"pk": str(tenant_a.model.pk)},
         "apikey": {"pk": str(key.pk)},
         "auditevent": {"pk": str(audit.pk)},
+        "budget": {"pk": str(budget.pk)},
+        "killswitch": {"pk": str(switch.pk)},
     }
-    tenant_markers = ["a_member", "Tenant A", "a-provider", "a-model", "a-only", str(chats.session.pk)]
-    member_markers = [*chats.markers, "rm -r logs", "m1-only-model"]
+    tenant_markers = [
+        "a_member",
+        "Tenant A",
+        "a-provider",
+        "a-model",
+        "a-only",
+        str(chats.session.pk),
+        "a-member-budget",
+        "a drill",
+        "alerts.a.example",
+    ]
+    member_markers = [*chats.markers, "rm -r logs", "m1-only-model", "a-member-budget"]
     return World(chats, ids, tenant_markers, member_markers)
 
 

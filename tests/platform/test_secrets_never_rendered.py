@@ -219,6 +219,8 @@ def api_get_paths(tenant_a) -> list[str]:
     return paths
 
 
+# Every admin page of every model for five roles: minutes on a loaded machine.
+@pytest.mark.timeout(600)
 def test_no_secret_is_ever_rendered_to_any_role(planted, tenant_a, tenant_b):
     assert planted["count"] >= 10, planted  # providers, hooks, MCP servers, HTTP tools, keys, webhooks ...
     owner = signed_in(tenant_a.owner)
