@@ -17,6 +17,7 @@ case by ``expire_reservations`` after ``CLAW_BUDGET_RESERVATION_SECONDS``.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,7 +30,7 @@ from django.utils import timezone
 
 from agents.budgets.errors import BUDGET_EXCEEDED, LLM_STOPPED, RATE_EXCEEDED, UNPRICED_MODEL, BudgetRefused
 from agents.budgets.metrics import count_budget_refusal
-from agents.budgets.models import Budget, BudgetAlert, BudgetReservation, KillSwitch, SpendSettings
+from agents.budgets.models import Budget, BudgetReservation, KillSwitch, SpendSettings
 from agents.budgets.periods import hour_start, period_bounds
 from agents.budgets.scope import Charge
 from agents.engine.cost import ModelPrice
@@ -138,11 +139,50 @@ def reserve(
     now = now or timezone.now()
     worst = worst_case_cost(price, input_tokens, max_output_tokens)
     try:
+        # One round trip answers the common case (nothing limits this call) without
+        # opening a transaction; otherwise the locking transaction decides.
+        if not _anything_applies(charge):
+            return Reservation(charge.tenant_id, None, (), Decimal(0))
         with transaction.atomic():
             return _reserve(charge, model, price, worst, now)
     except BudgetRefused as refused:
         # The refusal's audit row outlives the rolled-back reservation attempt.
         raise _refuse(charge, refused, model) from None
+
+
+_ANYTHING_SQL = """
+SELECT EXISTS (
+    SELECT 1 FROM budgets_killswitch
+    WHERE tenant_id = %(tenant)s AND active AND (agent_id IS NULL OR agent_id = ANY(%(agents)s))
+) OR EXISTS (
+    SELECT 1 FROM budgets_budget
+    WHERE tenant_id = %(tenant)s AND enabled AND (
+        scope = 'tenant'
+        OR (scope = 'user' AND user_id = %(user)s)
+        OR (scope = 'agent' AND agent_id = ANY(%(agents)s))
+        OR (scope = 'api_key' AND api_key_id = %(key)s)
+        OR (scope = 'routine' AND routine_id = %(routine)s)
+    )
+)
+"""
+
+
+def _anything_applies(charge: Charge) -> bool:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _ANYTHING_SQL,
+            {
+                "tenant": charge.tenant_id,
+                "agents": list(charge.agent_ids),
+                "user": charge.user_id,
+                "key": charge.api_key_id,
+                "routine": charge.routine_id,
+            },
+        )
+        row = cursor.fetchone()
+    return bool(row and row[0])
 
 
 def _reserve(charge: Charge, model: str, price: ModelPrice, worst: Decimal, now: datetime) -> Reservation:
@@ -225,15 +265,96 @@ def _label(budget: Budget) -> str:
     return (name + period)[:1].upper() + (name + period)[1:]
 
 
+_SETTLE_SQL = """
+WITH gone AS (
+    DELETE FROM budgets_budgetreservation WHERE id = %(id)s RETURNING amount
+)
+UPDATE budgets_budget AS b
+SET reserved = GREATEST(b.reserved - gone.amount, 0), spent = b.spent + %(cost)s
+FROM gone
+WHERE b.id = ANY(%(ids)s)
+RETURNING b.id, b.spent, b."limit", b.thresholds, b.period_start
+"""
+
+_ALERT_SQL = """
+INSERT INTO budgets_budgetalert
+    (tenant_id, budget_id, period_start, threshold, spent, "limit", webhook_status, created_at)
+VALUES (%(tenant)s, %(budget)s, %(start)s, %(threshold)s, %(spent)s, %(limit)s, '', now())
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+
 def settle(reservation: Reservation, cost: Decimal, *, now: datetime | None = None) -> list[int]:
-    """Replace the reservation by the call's real ``cost``; the ids of new alerts."""
+    """Replace the reservation by the call's real ``cost``; the ids of new alerts.
+
+    One statement: the reservation's row is deleted and every budget it held moved
+    from reserved to spent (row locks taken by the UPDATE); a reservation already
+    expired (charged at its worst case) changes nothing."""
     if reservation.pk is None:
         return []
+    from django.db import connection
+
     with transaction.atomic():
-        deleted, _ = BudgetReservation._base_manager.filter(pk=reservation.pk).delete()
-        if not deleted:
-            return []  # already expired and charged at its worst case
-        return _charge(reservation.tenant_id, reservation.budget_ids, reservation.amount, cost, now)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _SETTLE_SQL, {"id": reservation.pk, "cost": cost, "ids": list(reservation.budget_ids)}
+            )
+            rows = cursor.fetchall()
+        alerts: list[int] = []
+        for budget_id, spent, limit, thresholds, period_start in rows:
+            alerts.extend(
+                _insert_alerts(reservation.tenant_id, budget_id, spent, limit, thresholds, period_start)
+            )
+        if alerts:
+            from agents.budgets.alerts import deliver_alerts
+
+            transaction.on_commit(lambda: deliver_alerts(alerts))
+    return alerts
+
+
+def _reached(spent: Decimal, limit: Decimal | None, thresholds: object) -> list[int]:
+    if isinstance(thresholds, str):  # raw SQL reads jsonb as text (Django's psycopg setup)
+        try:
+            thresholds = json.loads(thresholds)
+        except ValueError:
+            return []
+    if not limit or not isinstance(thresholds, list):
+        return []
+    percent = spent * 100 / limit
+    return sorted({int(t) for t in thresholds if isinstance(t, int | float) and percent >= t})
+
+
+def _insert_alerts(
+    tenant_id: int,
+    budget_id: int,
+    spent: Decimal,
+    limit: Decimal | None,
+    thresholds: object,
+    start: datetime | None,
+) -> list[int]:
+    """Alert rows for the thresholds reached; the unique (budget, period, threshold)
+    constraint makes each alert once per period, whoever settles concurrently."""
+    from django.db import connection
+
+    created = []
+    for threshold in _reached(spent, limit, thresholds):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _ALERT_SQL,
+                {
+                    "tenant": tenant_id,
+                    "budget": budget_id,
+                    "start": start,
+                    "threshold": threshold,
+                    "spent": spent,
+                    "limit": limit,
+                },
+            )
+            row = cursor.fetchone()
+        if row is not None:
+            created.append(row[0])
+    return created
 
 
 def _charge(
@@ -263,33 +384,9 @@ def _charge(
 
 
 def _cross_thresholds(budget: Budget) -> list[int]:
-    """New alert rows for thresholds this budget's spend has reached this period
-    (the row lock makes check-then-insert safe; the unique constraint backs it)."""
-    if not budget.limit or not budget.thresholds:
-        return []
-    percent = budget.spent * 100 / budget.limit
-    reached = sorted({int(t) for t in budget.thresholds if isinstance(t, int | float) and percent >= t})
-    if not reached:
-        return []
-    done = set(
-        BudgetAlert._base_manager.filter(budget=budget, period_start=budget.period_start).values_list(
-            "threshold", flat=True
-        )
+    return _insert_alerts(
+        budget.tenant_id, budget.pk, budget.spent, budget.limit, budget.thresholds, budget.period_start
     )
-    created = []
-    for threshold in reached:
-        if threshold in done:
-            continue
-        alert = BudgetAlert._base_manager.create(
-            tenant_id=budget.tenant_id,
-            budget=budget,
-            period_start=budget.period_start,
-            threshold=threshold,
-            spent=budget.spent,
-            limit=budget.limit,
-        )
-        created.append(alert.pk)
-    return created
 
 
 def expire_reservations(now: datetime | None = None) -> int:

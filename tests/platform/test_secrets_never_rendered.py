@@ -25,6 +25,7 @@ from django.db import models
 from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
+from agents.budgets.models import Budget, KillSwitch
 from agents.models import AgentRevision, ApprovalRequest, Run, Session
 from claw_platform.api.models import ApiKey
 from claw_platform.api.urls import router
@@ -200,6 +201,8 @@ def api_get_paths(tenant_a) -> list[str]:
         "apikey": str(ApiKey.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
         "provider": str(tenant_a.provider.pk),
         "modelprofile": str(tenant_a.model.pk),
+        "budget": str(Budget.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
+        "killswitch": str(KillSwitch.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
     }
     paths = []
     api_routes = [r for r in http_routes() if r.pattern.startswith(("api/", "v1/"))]
@@ -263,4 +266,5 @@ def test_every_secret_field_is_found_by_introspection():
         "api.ApiKey.key_hash",
         "api.PairingCode.code_hash",
         "auth.User.password",
+        "budgets.SpendSettings.alert_webhook_secret",
     } <= found

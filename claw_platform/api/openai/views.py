@@ -234,8 +234,8 @@ def _start(principal: Principal, chat: ChatRequest, session_key: str) -> _Starte
             reply = async_to_sync(handle_message)(session.pk, chat.text)
             return _Started(None, session.pk, agent.slug, command_text=reply.text)
         if command is None:
-            key = principal.api_key
-            refuse_if_over_budget_openai(session_charge(session, api_key_id=key.pk if key else None))
+            api_key = principal.api_key
+            refuse_if_over_budget_openai(session_charge(session, api_key_id=api_key.pk if api_key else None))
         with transaction.atomic():
             run = do_send_message(session, chat.text, acting_user=principal.acting_user)
         if run is None:
