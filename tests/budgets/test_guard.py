@@ -292,3 +292,17 @@ def test_a_call_with_no_charge_in_context_is_refused(tenant_a):
     provider = BudgetedProvider(CountingProvider(Usage(1, 1)), PRICE)
     with pytest.raises(BudgetRefused):
         asyncio.run(provider.complete(request()))
+
+
+def test_the_workers_schedule_expires_unsettled_reservations(tenant_a):
+    from django_q.models import Schedule
+
+    from agents.runtime.maintenance import ensure_schedules, expire_budget_reservations_task
+
+    ensure_schedules()
+    assert Schedule.objects.filter(name="claw.expire_budget_reservations").exists()
+    budget(tenant_a)
+    reserve(charge_of(tenant_a), model="m", price=PRICE, input_tokens=100, max_output_tokens=900)
+    BudgetReservation.objects.unscoped().update(expires_at=datetime.now(UTC) - timedelta(seconds=1))
+    assert expire_budget_reservations_task() == 1
+    assert not BudgetReservation.objects.unscoped().exists()
