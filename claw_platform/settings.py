@@ -60,6 +60,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # off for a connection pooler that cannot keep them (PgBouncer before 1.21).
 CLAW_DB_PREPARE = config.env_bool("CLAW_DB_PREPARE", True)
 
+# Budgets (agents/budgets): a model with no price under a money budget is refused
+# unless this allows it; an unsettled reservation (a crashed worker) is charged after
+# this many seconds.
+CLAW_BUDGET_ALLOW_UNPRICED = config.env_bool("CLAW_BUDGET_ALLOW_UNPRICED", False)
+CLAW_BUDGET_RESERVATION_SECONDS = config.env_int("CLAW_BUDGET_RESERVATION_SECONDS", 3600, minimum=60)
+
 CHANNEL_LAYERS = {
     "default": config.channel_layer_config(config.env_str("CHANNEL_LAYER_URL"), DATABASES["default"])
 }
@@ -142,6 +148,7 @@ INSTALLED_APPS = [
     "claw_platform.ops",
     "claw_platform.observability",
     "agents",
+    "agents.budgets",
     "channels_app",
     "tools_app",
     "claw_platform.api",

@@ -35,17 +35,21 @@ class ModelPrice:
     output: Decimal = Decimal(0)
     cache_read: Decimal = Decimal(0)
     cache_write: Decimal = Decimal(0)
+    # False when the model profile leaves its prices empty: "unknown", not "free".
+    known: bool = True
 
     @classmethod
     def per_million(
         cls,
-        input: Decimal | float | int | str = 0,
-        output: Decimal | float | int | str = 0,
-        cache_read: Decimal | float | int | str = 0,
-        cache_write: Decimal | float | int | str = 0,
+        input: Decimal | float | int | str | None = 0,
+        output: Decimal | float | int | str | None = 0,
+        cache_read: Decimal | float | int | str | None = 0,
+        cache_write: Decimal | float | int | str | None = 0,
     ) -> ModelPrice:
-        """Build a price from plain numbers, e.g. ``ModelPrice.per_million(3, 15)``."""
-        return cls(_dec(input), _dec(output), _dec(cache_read), _dec(cache_write))
+        """Build a price from plain numbers, e.g. ``ModelPrice.per_million(3, 15)``;
+        an input or output price of ``None`` makes the price unknown (counted as 0)."""
+        known = input is not None and output is not None
+        return cls(_dec(input or 0), _dec(output or 0), _dec(cache_read or 0), _dec(cache_write or 0), known)
 
     @property
     def is_free(self) -> bool:

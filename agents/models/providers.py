@@ -77,11 +77,14 @@ class LLMProvider(TenantOwned):
 
 
 def _price_field(help_text: str) -> models.DecimalField:
+    # Empty means "unknown" (a money budget refuses the model), 0 means free.
     return models.DecimalField(
         max_digits=12,
         decimal_places=4,
-        default=Decimal("0"),
-        help_text=help_text,
+        null=True,
+        blank=True,
+        default=None,
+        help_text=help_text + "; empty: unknown (refused under a money budget), 0: free",
         validators=[MinValueValidator(Decimal("0"))],
     )
 

@@ -23,6 +23,7 @@ from agents.actions.conversation import (
     do_switch_thread,
     do_undo,
 )
+from agents.budgets.scope import charge_for_run, charging
 from agents.engine.commands import SlashCommand, parse_slash_command
 from agents.engine.compaction import CompactionSettings
 from agents.engine.history import PruneSettings
@@ -266,35 +267,41 @@ async def _drive_turn(
 
     if on_ready is not None:
         on_ready()
+    # Every LLM call of this run (titles, compaction, sub-agents too) is charged to
+    # its tenant, user and agent budgets (agents.budgets).
+    charge = charge_for_run(
+        tenant_id=session.tenant_id, user_id=session.user_id, agent_id=agent.agent_id, run_id=run_id
+    )
     try:
-        if resume:
-            result = await resume_turn(
-                model=model_spec(model_cfg),
-                tools=tools,
-                store=store,
-                ctx=ctx,
-                prompt=prompt,
-                approvals=approvals,
-                config=turn_config(agent, model_cfg, stream=stream, events=events),
-                events=events,
-                hooks=hooks,
-                cheap_model=cheap,
-            )
-        else:
-            result = await run_turn(
-                text,
-                model=model_spec(model_cfg),
-                tools=tools,
-                store=store,
-                ctx=ctx,
-                prompt=prompt,
-                config=turn_config(agent, model_cfg, stream=stream, events=events),
-                events=events,
-                hooks=hooks,
-                cheap_model=cheap,
-                remember=remember,
-                save_title=save_title if not session.title else None,
-            )
+        with charging(charge):
+            if resume:
+                result = await resume_turn(
+                    model=model_spec(model_cfg),
+                    tools=tools,
+                    store=store,
+                    ctx=ctx,
+                    prompt=prompt,
+                    approvals=approvals,
+                    config=turn_config(agent, model_cfg, stream=stream, events=events),
+                    events=events,
+                    hooks=hooks,
+                    cheap_model=cheap,
+                )
+            else:
+                result = await run_turn(
+                    text,
+                    model=model_spec(model_cfg),
+                    tools=tools,
+                    store=store,
+                    ctx=ctx,
+                    prompt=prompt,
+                    config=turn_config(agent, model_cfg, stream=stream, events=events),
+                    events=events,
+                    hooks=hooks,
+                    cheap_model=cheap,
+                    remember=remember,
+                    save_title=save_title if not session.title else None,
+                )
     except BaseException as exc:
         # The engine turns provider faults into a failed TurnResult; a bug that
         # still escapes must not leave the turn "running". A lost database is not
@@ -459,16 +466,19 @@ async def _compact(
         session_id=str(session.pk),
     )
     try:
-        result = await compact_session(
-            model=model_spec(model_cfg),
-            tools=tools,
-            store=store,
-            ctx=ctx,
-            prompt=prompt_context(agent, session, tools, model_cfg, first_run=False),
-            config=turn_config(agent, model_cfg),
-            cheap_model=model_spec(agent.cheap_model) if agent.cheap_model else None,
-            strategy="summarize",
-        )
+        with charging(
+            charge_for_run(tenant_id=session.tenant_id, user_id=session.user_id, agent_id=agent.agent_id)
+        ):
+            result = await compact_session(
+                model=model_spec(model_cfg),
+                tools=tools,
+                store=store,
+                ctx=ctx,
+                prompt=prompt_context(agent, session, tools, model_cfg, first_run=False),
+                config=turn_config(agent, model_cfg),
+                cheap_model=model_spec(agent.cheap_model) if agent.cheap_model else None,
+                strategy="summarize",
+            )
     finally:
         await close_tools(tools)
     if result.error:

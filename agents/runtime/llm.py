@@ -13,6 +13,7 @@ import json
 import threading
 from typing import Any
 
+from agents.budgets.provider import BudgetedProvider
 from agents.engine.interfaces import LLMProvider, ModelSpec
 from agents.providers.registry import build_provider
 from agents.runtime.resolution import ModelConfig
@@ -62,8 +63,9 @@ def provider_for(cfg: ModelConfig) -> LLMProvider:
 
 
 def model_spec(cfg: ModelConfig) -> ModelSpec:
+    # Every call to the model goes through the budget guard (agents.budgets).
     return ModelSpec(
-        provider=provider_for(cfg),
+        provider=BudgetedProvider(provider_for(cfg), cfg.price),
         model=cfg.model,
         price=cfg.price,
         context_window=cfg.context_window,

@@ -22,6 +22,16 @@ def prune_idle_sessions_task() -> dict[str, int]:
     return result
 
 
+def expire_budget_reservations_task() -> int:
+    """Charge reservations of calls whose worker died (agents.budgets.guard)."""
+    from agents.budgets.guard import expire_reservations
+
+    count = expire_reservations()
+    if count:
+        logger.info("charged %s unsettled budget reservations at their worst case", count)
+    return count
+
+
 def ensure_schedules() -> None:
     """Create or update the product's schedules (idempotent; every worker calls it)."""
     Schedule.objects.update_or_create(
@@ -38,6 +48,15 @@ def ensure_schedules() -> None:
         defaults={
             "func": "claw_platform.audit.retention.prune_expired_audit_events",
             "schedule_type": Schedule.DAILY,
+            "repeats": -1,
+        },
+    )
+    Schedule.objects.update_or_create(
+        name="claw.expire_budget_reservations",
+        defaults={
+            "func": "agents.runtime.maintenance.expire_budget_reservations_task",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
             "repeats": -1,
         },
     )

@@ -9,6 +9,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from agents.budgets.api import BudgetViewSet, KillSwitchViewSet, SpendSettingsView
 from claw_platform.api.openai.views import chat_completions_view, models_view
 from claw_platform.api.views.access import ApiKeyViewSet, PairingCodeView, PairView
 from claw_platform.api.views.base import SchemaView
@@ -29,11 +30,14 @@ router.register("approvals", ApprovalViewSet, basename="approval")
 router.register("audit-events", AuditEventViewSet, basename="auditevent")
 router.register("api-keys", ApiKeyViewSet, basename="apikey")
 router.register("routines", RoutineViewSet, basename="routine")
+router.register("budgets", BudgetViewSet, basename="budget")
+router.register("kill-switches", KillSwitchViewSet, basename="killswitch")
 
 api_v1 = [
     *router.urls,
     path("usage/", UsageView.as_view(), name="usage"),
     path("audit/export/", AuditExportView.as_view(), name="audit-export"),
+    path("spend-settings/", SpendSettingsView.as_view(), name="spend-settings"),
     path("events/", TenantEventsView.as_view(), name="events"),
     path("hooks/<slug:slug>/", HookView.as_view(), name="hook"),
     path("pairing-codes/", PairingCodeView.as_view(), name="pairing-codes"),

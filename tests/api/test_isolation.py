@@ -34,11 +34,12 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from agents.actions.config import do_create_agent
 from agents.actions.routines import Trigger, do_create_routine
+from agents.budgets.models import Budget, KillSwitch
 from agents.models import Session
 from claw_platform.api.models import ApiKey
 from claw_platform.audit.models import AuditEvent
 from tests.api.conftest import client_for, make_key, make_person_key
-from tests.fixtures.tenants import PASSWORD, MemberChats
+from tests.fixtures.tenants import PASSWORD, MemberChats, make_budget_rows
 from tests.platform.test_admin_isolation import TENANT_MODELS
 from tools_app.actions.extensions import do_create_http_tool
 
@@ -133,6 +134,12 @@ ROUTES: dict[str, Route] = {
     "v1:routine-run": Scoped("routine"),
     "v1:routine-runs": Scoped("routine"),
     "v1:usage": Collection(),
+    "v1:budget-list": Collection(),
+    "v1:budget-detail": Scoped("budget"),
+    "v1:killswitch-list": Collection(),
+    "v1:killswitch-detail": Scoped("killswitch"),
+    "v1:killswitch-lift": Scoped("killswitch"),
+    "v1:spend-settings": Collection(),
     "v1:events": Collection(query="?after=0&timeout=1"),
     "v1:hook": Scoped("agent"),
     "v1:pairing-codes": Collection(),
@@ -337,6 +344,10 @@ def world(tenant_a, tenant_b, member_chats) -> World:
     key = ApiKey.objects.unscoped().get(tenant=tenant_a.tenant, name="a key")
     audit = AuditEvent.objects.unscoped().filter(tenant=tenant_a.tenant).first()
     assert audit is not None
+    for prefix, tenant_set in (("a", tenant_a), ("b", tenant_b)):
+        make_budget_rows(tenant_set.tenant, prefix, tenant_set.agent)
+    budget = Budget.objects.unscoped().get(tenant=tenant_a.tenant)
+    switch = KillSwitch.objects.unscoped().get(tenant=tenant_a.tenant)
     chats = member_chats
     routine = do_create_routine(
         tenant_id=tenant_a.tenant.pk,
@@ -360,6 +371,8 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "auditevent": {"pk": str(audit.pk)},
         "accounttarget": {"kind": "http", "pk": str(per_user.pk)},
         "routine": {"pk": str(routine.pk)},
+        "budget": {"pk": str(budget.pk)},
+        "killswitch": {"pk": str(switch.pk)},
     }
     tenant_markers = [
         "a_member",
@@ -369,6 +382,9 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "a-only",
         str(chats.session.pk),
         "a_own_account_tool",
+        "a-member-budget",
+        "a drill",
+        "alerts.a.example",
     ]
     member_markers = [
         *chats.markers,
@@ -376,6 +392,7 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "m1-only-model",
         "m1-routine-nightly",
         "m1-routine-prompt",
+        "a-member-budget",
     ]
     return World(chats, ids, tenant_markers, member_markers)
 

@@ -9,6 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.actions.routines import Trigger, do_create_routine
+from agents.budgets.models import Budget, BudgetAlert, KillSwitch, SpendSettings
 from agents.models import (
     Agent,
     AgentFile,
@@ -84,6 +85,10 @@ def objects_of(tenant_set) -> dict[type, object]:
         AgentWebhook: AgentWebhook.objects.unscoped(),
         Routine: Routine.objects.unscoped(),
         RoutineRun: RoutineRun.objects.unscoped(),
+        Budget: Budget.objects.unscoped(),
+        BudgetAlert: BudgetAlert.objects.unscoped(),
+        KillSwitch: KillSwitch.objects.unscoped(),
+        SpendSettings: SpendSettings.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -115,6 +120,10 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         AgentWebhook,
         Routine,
         RoutineRun,
+        Budget,
+        BudgetAlert,
+        KillSwitch,
+        SpendSettings,
     }
 
 
@@ -259,12 +268,14 @@ def m1_object(model, chats):
         Session: chats.session,
         Run: chats.run,
         UsageRecord: UsageRecord.objects.unscoped().filter(session=chats.session).first(),
+        Budget: Budget.objects.unscoped().filter(user=chats.m1).first(),
+        BudgetAlert: BudgetAlert.objects.unscoped().filter(budget__user=chats.m1).first(),
     }[model]
 
 
 def test_the_session_hung_admin_models_are_these():
     # A new admin model that hangs off sessions needs a row in m1_object().
-    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord, Routine, RoutineRun}
+    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord, Routine, RoutineRun, Budget, BudgetAlert}
 
 
 @pytest.mark.parametrize("model", MEMBER_RULE_MODELS, ids=lambda m: m.__name__)

@@ -24,6 +24,7 @@ from rest_framework.exceptions import AuthenticationFailed
 
 from agents.actions.conversation import do_set_title, session_for_external_key
 from agents.actions.runs import do_send_message
+from agents.budgets.http import refuse_if_over_budget_openai, session_charge
 from agents.engine.commands import parse_slash_command
 from agents.models import Agent, Message, Run, RunStatus, UsageRecord
 from agents.runtime.chat import handle_message
@@ -232,6 +233,9 @@ def _start(principal: Principal, chat: ChatRequest, session_key: str) -> _Starte
 
             reply = async_to_sync(handle_message)(session.pk, chat.text)
             return _Started(None, session.pk, agent.slug, command_text=reply.text)
+        if command is None:
+            api_key = principal.api_key
+            refuse_if_over_budget_openai(session_charge(session, api_key_id=api_key.pk if api_key else None))
         with transaction.atomic():
             run = do_send_message(session, chat.text, acting_user=principal.acting_user)
         if run is None:

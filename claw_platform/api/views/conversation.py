@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.actions.runs import AgentDisabled, do_cancel_run, do_decide_approval, do_send_message
+from agents.budgets.http import refuse_if_over_budget_api, session_charge
 from agents.engine.commands import parse_slash_command
 from agents.models import (
     ApprovalRequest,
@@ -232,6 +233,7 @@ class SessionViewSet(
         command = parse_slash_command(text)
         queued_at = time.monotonic()
         if command is None:
+            self._refuse_over_budget(pk)
             run = self._send(pk, text)
         else:
             session = self.get_object()
@@ -249,6 +251,23 @@ class SessionViewSet(
         if mode == "wait":
             return wait_response(run, timeout, queued_at=queued_at if new_run else None)
         return stream_response(self, run, timeout, first=run_payload(run))
+
+    def _refuse_over_budget(self, pk: str) -> None:
+        """402 before anything is queued when the session's budgets are spent
+        (agents.budgets); a missing session is left to ``_send``'s 404."""
+        try:
+            session_id = uuid.UUID(pk)
+        except ValueError:
+            return
+        session = (
+            Session.objects.visible_to(self.principal.caller)
+            .filter(pk=session_id)
+            .only("tenant_id", "user_id", "agent_id")
+            .first()
+        )
+        if session is not None:
+            key = self.principal.api_key
+            refuse_if_over_budget_api(session_charge(session, api_key_id=key.pk if key else None))
 
     def _send(self, pk: str, text: str) -> Run | None:
         """A message to session ``pk`` of the caller's tenant. The action's locking read

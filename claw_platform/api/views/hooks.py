@@ -36,6 +36,7 @@ from rest_framework.response import Response
 
 from agents.actions.conversation import do_set_title, session_for_external_key
 from agents.actions.runs import do_send_message
+from agents.budgets.http import refuse_if_over_budget_api, session_charge
 from agents.models import Agent, Run
 from claw_platform.api.actions.sessions import do_open_api_session
 from claw_platform.api.errors import ApiError
@@ -201,6 +202,8 @@ class HookView(TenantAPIView):
                 channel="webhook",
                 title=" ".join(data["message"].split())[:80],
             )
+        key = self.principal.api_key
+        refuse_if_over_budget_api(session_charge(session, api_key_id=key.pk if key else None))
         run = do_send_message(session, data["message"], acting_user=self.principal.acting_user)
         if run is None:
             raise ApiError(409, "nothing_running", "Nothing is running.")
