@@ -9,6 +9,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from channels_app.inbound_view import inbound_view
 from claw_platform.api.openai.views import chat_completions_view, models_view
 from claw_platform.api.views.access import ApiKeyViewSet, PairingCodeView, PairView
 from claw_platform.api.views.base import SchemaView
@@ -35,6 +36,7 @@ api_v1 = [
     path("hooks/<slug:slug>/", HookView.as_view(), name="hook"),
     path("pairing-codes/", PairingCodeView.as_view(), name="pairing-codes"),
     path("pair/", PairView.as_view(), name="pair"),
+    path("channels/<uuid:public_id>/inbound/", inbound_view, name="channel-inbound"),
 ]
 
 urlpatterns = [

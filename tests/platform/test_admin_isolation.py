@@ -18,6 +18,7 @@ from agents.models import (
     Session,
     UsageRecord,
 )
+from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundUpdate
 from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
@@ -60,6 +61,10 @@ def objects_of(tenant_set) -> dict[type, object]:
         ApiKey: ApiKey.objects.unscoped(),
         PairingCode: PairingCode.objects.unscoped(),
         AgentWebhook: AgentWebhook.objects.unscoped(),
+        Channel: Channel.objects.unscoped(),
+        ChannelLink: ChannelLink.objects.unscoped(),
+        ChannelConversation: ChannelConversation.objects.unscoped(),
+        InboundUpdate: InboundUpdate.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -89,6 +94,10 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         ApiKey,
         PairingCode,
         AgentWebhook,
+        Channel,
+        ChannelLink,
+        ChannelConversation,
+        InboundUpdate,
     }
 
 
@@ -223,7 +232,10 @@ MEMBER_RULE_MODELS = [m for m in TENANT_MODELS if hasattr(m, "MEMBER_OWNER")]
 
 
 def m1_object(model, chats):
-    """M1's row of ``model`` (its chat, a run of it, its usage row)."""
+    """M1's row of ``model`` (its chat, a run of it, its usage row, the chat-platform
+    conversation and update it would have come from)."""
+    if model in (ChannelConversation, InboundUpdate):
+        return _m1_channel_row(model, chats)
     return {
         Session: chats.session,
         Run: chats.run,
@@ -231,9 +243,18 @@ def m1_object(model, chats):
     }[model]
 
 
+def _m1_channel_row(model, chats):
+    session = chats.session
+    channel = Channel.objects.unscoped().filter(tenant_id=session.tenant_id).first()
+    fields = {"tenant_id": session.tenant_id, "channel": channel, "chat_id": "m1", "sender_id": "m1"}
+    if model is ChannelConversation:
+        return ChannelConversation.objects.unscoped().create(session=session, **fields)
+    return InboundUpdate.objects.unscoped().create(session=session, platform_id="m1-update", **fields)
+
+
 def test_the_session_hung_admin_models_are_these():
     # A new admin model that hangs off sessions needs a row in m1_object().
-    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord}
+    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord, ChannelConversation, InboundUpdate}
 
 
 @pytest.mark.parametrize("model", MEMBER_RULE_MODELS, ids=lambda m: m.__name__)
