@@ -82,6 +82,9 @@ class Channel(TenantOwned):
         blank=True, max_length=20_000, help_text="Added to the agent's system prompt for this channel."
     )
     poll_offset = models.BigIntegerField(default=0, editable=False)
+    # Long polling: one holder per channel across all workers, by a lease it renews.
+    poll_owner = models.CharField(max_length=200, blank=True, editable=False)
+    poll_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
