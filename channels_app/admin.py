@@ -30,6 +30,8 @@ class ChannelAdmin(TenantScopedAdmin):
         "receive_mode",
         "bot_token",
         "signing_secret",
+        "verify_token",
+        "account_id",
         "bot_username",
         "callback_url",
         "open_to_everyone",

@@ -9,7 +9,7 @@ from typing import Any
 
 from agents.engine.prompt import PromptContext
 
-CHANNEL_KINDS = frozenset({"telegram", "slack", "webhook_channel"})
+CHANNEL_KINDS = frozenset({"telegram", "slack", "whatsapp", "webhook_channel"})
 
 
 def with_channel_facts(prompt: PromptContext, session_id: Any) -> PromptContext:

@@ -15,10 +15,12 @@ def adapter_for(channel: Channel) -> ChannelAdapter:
     from channels_app.adapters.slack.adapter import SlackAdapter
     from channels_app.adapters.telegram.adapter import TelegramAdapter
     from channels_app.adapters.webhook.adapter import WebhookAdapter
+    from channels_app.adapters.whatsapp.adapter import WhatsAppAdapter
 
     adapters: dict[str, type[ChannelAdapter]] = {
         "telegram": TelegramAdapter,
         "slack": SlackAdapter,
+        "whatsapp": WhatsAppAdapter,
         "webhook_channel": WebhookAdapter,
     }
     return adapters[channel.kind](channel)

@@ -25,6 +25,7 @@ from claw_platform.tenancy.models import TenantOwned
 class ChannelKind(models.TextChoices):
     TELEGRAM = "telegram", "Telegram"
     SLACK = "slack", "Slack"
+    WHATSAPP = "whatsapp", "WhatsApp (Cloud API)"
     WEBHOOK = "webhook_channel", "Generic webhook"
 
 
@@ -49,6 +50,12 @@ class Channel(TenantOwned):
             "Telegram: the webhook's secret token; Slack: the app's signing secret; "
             "generic webhook: the HMAC key of both directions."
         ),
+    )
+    verify_token = EncryptedTextField(
+        blank=True, help_text="WhatsApp: the verify token of the webhook subscription."
+    )
+    account_id = models.CharField(
+        max_length=100, blank=True, help_text="WhatsApp: the phone number id replies are sent from."
     )
     bot_username = models.CharField(
         max_length=100,

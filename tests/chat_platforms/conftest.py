@@ -11,7 +11,7 @@ import pytest
 
 from channels_app.models import Channel, ChannelLink
 from tests.api.conftest import _in_process_channel_layer, inline_runs  # noqa: F401  (fixtures)
-from tests.fakes.chat_platforms import FakeCallback, FakeSlack, FakeTelegram
+from tests.fakes.chat_platforms import FakeCallback, FakeSlack, FakeTelegram, FakeWhatsApp
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,3 +59,13 @@ def link(channel: Channel, platform_user_id: str, user: Any) -> ChannelLink:
 
 def inbound_url(channel: Channel) -> str:
     return f"/api/v1/channels/{channel.public_id}/inbound/"
+
+
+@pytest.fixture
+def fake_whatsapp(settings: Any) -> Iterator[FakeWhatsApp]:
+    fake = FakeWhatsApp(token="wa-token", phone_id="1555000").start()
+    settings.CLAW_WHATSAPP_API_URL = fake.url
+    try:
+        yield fake
+    finally:
+        fake.stop()

@@ -255,3 +255,47 @@ def running(fake: FakePlatform) -> Any:
         yield fake
     finally:
         fake.stop()
+
+
+class FakeWhatsApp(FakePlatform):
+    """The WhatsApp Cloud API: ``POST /<phone number id>/messages`` with a bearer
+    token, answering ``{"messaging_product", "contacts", "messages": [{"id"}]}`` or
+    Graph's ``{"error": {"message", "type", "code"}}``."""
+
+    name = "whatsapp"
+
+    def __init__(self, token: str = "wa-token", phone_id: str = "1555000") -> None:
+        super().__init__()
+        self.token = token
+        self.phone_id = phone_id
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/{phone_id}/messages", self.handle)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {self.token}" or (
+            request.match_info["phone_id"] != self.phone_id
+        ):
+            return web.json_response(
+                {"error": {"message": "Invalid OAuth access token", "code": 190}}, status=401
+            )
+        body = await request.json()
+        failure = self.take_failure("messages")
+        if failure is not None:
+            status, retry_after = failure
+            self.record("!messages", body)
+            headers = {"Retry-After": str(int(retry_after))} if retry_after is not None else {}
+            return web.json_response(
+                {"error": {"message": f"error {status}", "type": "OAuthException", "code": 130429}},
+                status=status,
+                headers=headers,
+            )
+        message_id = f"wamid.{next(self.ids)}"
+        self.record("messages", body)
+        return web.json_response(
+            {
+                "messaging_product": "whatsapp",
+                "contacts": [{"wa_id": body["to"]}],
+                "messages": [{"id": message_id}],
+            }
+        )
