@@ -26,6 +26,7 @@ from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
 from agents.models import AgentRevision, ApprovalRequest, Run, Session
+from channels_app.models import Channel
 from claw_platform.api.models import ApiKey
 from claw_platform.api.urls import router
 from claw_platform.audit.models import AuditEvent
@@ -214,11 +215,14 @@ def api_get_paths(tenant_a) -> list[str]:
             "pk": by_basename.get(getattr(callback, "initkwargs", {}).get("basename"), str(session.pk)),
         }
         ids["id"] = ids["pk"]
+        ids["public_id"] = str(Channel.objects.unscoped().filter(tenant=tenant_a.tenant).first().public_id)
         path = concrete(pattern, ids)
         paths.append(path + ("?after=0&timeout=1" if path.endswith("/events/") else ""))
     return paths
 
 
+# It renders every admin page and API route for every role: slow on a loaded machine.
+@pytest.mark.timeout(400)
 def test_no_secret_is_ever_rendered_to_any_role(planted, tenant_a, tenant_b):
     assert planted["count"] >= 10, planted  # providers, hooks, MCP servers, HTTP tools, keys, webhooks ...
     owner = signed_in(tenant_a.owner)
