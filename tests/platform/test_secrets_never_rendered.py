@@ -26,7 +26,6 @@ from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
 from agents.models import AgentRevision, ApprovalRequest, Run, Session
-from channels_app.models import Channel
 from claw_platform.api.models import ApiKey
 from claw_platform.api.urls import router
 from claw_platform.audit.models import AuditEvent
@@ -206,7 +205,15 @@ def api_get_paths(tenant_a) -> list[str]:
     api_routes = [r for r in http_routes() if r.pattern.startswith(("api/", "v1/"))]
     for pattern, callback in ((r.pattern, r.callback) for r in api_routes):
         post_only = getattr(callback, "__name__", "") == "chat_completions_view"
-        if "GET" not in methods_of(callback) or post_only or pattern.endswith("hooks/<slug:slug>/"):
+        # A chat platform's webhook takes no key: its GET answers a subscription
+        # challenge only (tests/chat_platforms), never a stored value.
+        platform_hook = pattern.endswith("/inbound/")
+        if (
+            "GET" not in methods_of(callback)
+            or post_only
+            or platform_hook
+            or pattern.endswith("hooks/<slug:slug>/")
+        ):
             continue
         ids = {
             "slug": tenant_a.agent.slug,
@@ -215,7 +222,6 @@ def api_get_paths(tenant_a) -> list[str]:
             "pk": by_basename.get(getattr(callback, "initkwargs", {}).get("basename"), str(session.pk)),
         }
         ids["id"] = ids["pk"]
-        ids["public_id"] = str(Channel.objects.unscoped().filter(tenant=tenant_a.tenant).first().public_id)
         path = concrete(pattern, ids)
         paths.append(path + ("?after=0&timeout=1" if path.endswith("/events/") else ""))
     return paths
