@@ -236,6 +236,12 @@ CLAW_PAIR_LOCKOUT_SECONDS = config.env_int("CLAW_PAIR_LOCKOUT_SECONDS", 900, min
 CLAW_API_WAIT_SECONDS = config.env_int("CLAW_API_WAIT_SECONDS", 300, minimum=1)
 CLAW_SSE_MAX_SECONDS = config.env_int("CLAW_SSE_MAX_SECONDS", 3600, minimum=1)
 CLAW_API_MAX_BODY_BYTES = config.env_int("CLAW_API_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+# Chat-platform channels (channels_app/adapters): where each platform's API lives.
+# Operator settings, never a tenant's (a bot token travels in the URL); tests and
+# self-hosted gateways point them elsewhere.
+CLAW_TELEGRAM_API_URL = config.env_str("CLAW_TELEGRAM_API_URL", "https://api.telegram.org")
+CLAW_SLACK_API_URL = config.env_str("CLAW_SLACK_API_URL", "https://slack.com/api")
+CLAW_WHATSAPP_API_URL = config.env_str("CLAW_WHATSAPP_API_URL", "https://graph.facebook.com/v21.0")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "claw_platform.api.auth.ApiKeyAuthentication",

@@ -36,6 +36,7 @@ from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
 from agents.runtime.store import DjangoRunStore, TurnBinding
 from agents.runtime.tools import close_tools, registry_hooks, registry_tools, tool_skills
+from channels_app.prompt_facts import CHANNEL_KINDS, with_channel_facts
 from claw_platform.db import db_async, is_database_outage, readable_failure
 from claw_platform.tenancy.context import tenant_context
 
@@ -255,6 +256,10 @@ async def _drive_turn(
     )
     first_run = turn.number == 1 and not session.title
     prompt = prompt_context(agent, session, tools, model_cfg, first_run=first_run)
+    if session.external_key and session.channel in CHANNEL_KINDS:
+        # A chat platform's conversation: a group leaves personal memory out (E16),
+        # the channel may add to the prompt (CH4).
+        prompt = await db_async(with_channel_facts)(prompt, session.pk)
     cheap = model_spec(agent.cheap_model) if agent.cheap_model else None
 
     async def save_title(title: str, usage: list[UsageRecord]) -> None:

@@ -10,6 +10,7 @@ from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from agents.budgets.api import BudgetViewSet, KillSwitchViewSet, SpendSettingsView
+from channels_app.inbound_view import inbound_view
 from claw_platform.api.openai.views import chat_completions_view, models_view
 from claw_platform.api.views.access import ApiKeyViewSet, PairingCodeView, PairView
 from claw_platform.api.views.base import SchemaView
@@ -42,6 +43,7 @@ api_v1 = [
     path("hooks/<slug:slug>/", HookView.as_view(), name="hook"),
     path("pairing-codes/", PairingCodeView.as_view(), name="pairing-codes"),
     path("pair/", PairView.as_view(), name="pair"),
+    path("channels/<uuid:public_id>/inbound/", inbound_view, name="channel-inbound"),
 ]
 
 urlpatterns = [

@@ -146,6 +146,10 @@ ROUTES: dict[str, Route] = {
     "v1:pair": Public(
         "exchanges a one-time code for a key of the code's own tenant (test_hooks_pairing_events)"
     ),
+    "v1:channel-inbound": Public(
+        "a chat platform's webhook: nothing is read or stored before the channel's own signature or "
+        "secret token is verified; it acts only in the channel's tenant (tests/chat_platforms)"
+    ),
     "api-schema": Public("the API's schema"),
     "api-docs": Public("the API's docs page"),
     # -- OpenAI-compatible

@@ -22,6 +22,7 @@ from agents.models import (
     Session,
     UsageRecord,
 )
+from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundUpdate
 from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
@@ -89,6 +90,10 @@ def objects_of(tenant_set) -> dict[type, object]:
         BudgetAlert: BudgetAlert.objects.unscoped(),
         KillSwitch: KillSwitch.objects.unscoped(),
         SpendSettings: SpendSettings.objects.unscoped(),
+        Channel: Channel.objects.unscoped(),
+        ChannelLink: ChannelLink.objects.unscoped(),
+        ChannelConversation: ChannelConversation.objects.unscoped(),
+        InboundUpdate: InboundUpdate.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -124,6 +129,10 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         BudgetAlert,
         KillSwitch,
         SpendSettings,
+        Channel,
+        ChannelLink,
+        ChannelConversation,
+        InboundUpdate,
     }
 
 
@@ -258,12 +267,15 @@ MEMBER_RULE_MODELS = [m for m in TENANT_MODELS if hasattr(m, "MEMBER_OWNER")]
 
 
 def m1_object(model, chats):
-    """M1's row of ``model`` (its chat, a run of it, its usage row)."""
+    """M1's row of ``model`` (its chat, a run of it, its usage row, its routine, the
+    chat-platform conversation and update it would have come from)."""
     if model in (Routine, RoutineRun):
         routine = Routine.objects.unscoped().filter(user=chats.m1).first() or make_routine_rows(
             chats.tenant_set, "m1", chats.m1
         )
         return routine if model is Routine else RoutineRun.objects.unscoped().filter(routine=routine).first()
+    if model in (ChannelConversation, InboundUpdate):
+        return _m1_channel_row(model, chats)
     return {
         Session: chats.session,
         Run: chats.run,
@@ -273,9 +285,28 @@ def m1_object(model, chats):
     }[model]
 
 
+def _m1_channel_row(model, chats):
+    session = chats.session
+    channel = Channel.objects.unscoped().filter(tenant_id=session.tenant_id).first()
+    fields = {"tenant_id": session.tenant_id, "channel": channel, "chat_id": "m1", "sender_id": "m1"}
+    if model is ChannelConversation:
+        return ChannelConversation.objects.unscoped().create(session=session, **fields)
+    return InboundUpdate.objects.unscoped().create(session=session, platform_id="m1-update", **fields)
+
+
 def test_the_session_hung_admin_models_are_these():
     # A new admin model that hangs off sessions needs a row in m1_object().
-    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord, Routine, RoutineRun, Budget, BudgetAlert}
+    assert set(MEMBER_RULE_MODELS) == {
+        Session,
+        Run,
+        UsageRecord,
+        Routine,
+        RoutineRun,
+        Budget,
+        BudgetAlert,
+        ChannelConversation,
+        InboundUpdate,
+    }
 
 
 @pytest.mark.parametrize("model", MEMBER_RULE_MODELS, ids=lambda m: m.__name__)

@@ -221,7 +221,15 @@ def api_get_paths(tenant_a) -> list[str]:
     api_routes = [r for r in http_routes() if r.pattern.startswith(("api/", "v1/"))]
     for pattern, callback in ((r.pattern, r.callback) for r in api_routes):
         post_only = getattr(callback, "__name__", "") == "chat_completions_view"
-        if "GET" not in methods_of(callback) or post_only or pattern.endswith("hooks/<slug:slug>/"):
+        # A chat platform's webhook takes no key: its GET answers a subscription
+        # challenge only (tests/chat_platforms), never a stored value.
+        platform_hook = pattern.endswith("/inbound/")
+        if (
+            "GET" not in methods_of(callback)
+            or post_only
+            or platform_hook
+            or pattern.endswith("hooks/<slug:slug>/")
+        ):
             continue
         ids = {
             "slug": tenant_a.agent.slug,

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand
 from agents.routines.scheduler import start_scheduler_thread
 from agents.runtime.maintenance import ensure_schedules
 from agents.runtime.worker import shutdown_supervisor, start_sweeper_thread, supervisor
+from channels_app.polling import start_channel_pollers
 from claw_platform.heap import freeze_startup_heap
 from claw_platform.ops.heartbeat import start_heartbeat_thread
 
@@ -38,6 +39,8 @@ class Command(BaseCommand):
         thread = start_heartbeat_thread(stop)
         # Runs whose worker died come back through the sweeper (agents.runtime.worker).
         sweeper = start_sweeper_thread(stop)
+        # Chat-platform channels set to long polling: one holder per bot by a lease.
+        start_channel_pollers(stop)
         # This process's run loop claims new runs as they are committed (NOTIFY);
         # the task workers are the durable path behind it.
         supervisor().start_listening()

@@ -1,0 +1,248 @@
+"""An inbound update, from stored row to started run (CH1, S5, E16, T13).
+
+Order: the update is written (unique per channel and platform id: a platform's retry
+is a duplicate and starts nothing) and committed before the platform is answered;
+then, in its own transaction, it is dispatched:
+
+- who: a sender linked to a member acts as that member; an unlinked sender is
+  refused unless the channel is open to everyone, then acts as the channel's guest
+  identity (a per-channel service account, a plain member of the tenant: the member
+  rule, memory and budgets treat it like any member);
+- groups: a message that neither mentions nor replies to the bot is stored and
+  ignored; private chats are always answered;
+- the conversation (channel, chat, sender, thread) maps to one session, opened with
+  the channel's model override; group sessions leave personal memory out;
+- an approval button decides that approval (only the member whose session it is, or
+  the tenant's owners and admins); a reply such as ``yes`` / ``/approve`` decides the
+  session's waiting call (``do_send_message``); ``/stop`` stops the run; other slash
+  commands are answered inline.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.db import IntegrityError, transaction
+
+from agents.actions.conversation import external_session_key, session_for_external_key
+from agents.actions.runs import do_decide_approval, do_send_message
+from agents.engine.commands import parse_slash_command
+from agents.models import ApprovalRequest, ApprovalStatus, Run, Session
+from channels_app.adapters.base import InboundMessage, Target
+from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundStatus, InboundUpdate
+from claw_platform.audit.actions import record_audit_event
+from claw_platform.tenancy.actions import do_add_member
+from claw_platform.tenancy.lookup import member_role
+from claw_platform.tenancy.models import Role, Tenant
+
+logger = logging.getLogger("claw.channels.inbound")
+
+REPLY_COMMANDS = {"/approve": "approve", "/yes": "yes", "/deny": "deny", "/no": "no"}
+
+
+@dataclass
+class Dispatched:
+    """What the delivery side does next: follow ``run_id`` (None: nothing runs), send
+    ``notice`` (a short text: refused, decided, an inline command's answer), or run
+    ``command`` in ``session_id`` and send its answer."""
+
+    update: InboundUpdate
+    target: Target
+    run_id: int | None = None
+    after_seq: int = 0
+    session_id: Any = None
+    notice: str = ""
+    command: str = ""
+    button: InboundMessage | None = None
+
+
+def record_update(channel: Channel, message: InboundMessage) -> InboundUpdate | None:
+    """The update, stored and committed; None when it was stored before (a retry)."""
+    try:
+        with transaction.atomic():
+            return InboundUpdate.objects.unscoped().create(
+                tenant_id=channel.tenant_id,
+                channel=channel,
+                platform_id=message.platform_id[:200],
+                chat_id=message.chat_id[:200],
+                sender_id=message.sender_id[:200],
+                text=message.text,
+                payload=dict(message.raw),
+            )
+    except IntegrityError:
+        return None
+
+
+def _finish(update: InboundUpdate, status: str, detail: str = "", **fields: Any) -> None:
+    update.status = status
+    update.detail = detail[:500]
+    for name, value in fields.items():
+        setattr(update, name, value)
+    update.save(update_fields=["status", "detail", *fields])
+
+
+def sender_identity(channel: Channel, sender_id: str) -> Any:
+    """The member the sender acts as, the guest identity of an open channel, or None."""
+    link = (
+        ChannelLink.objects.unscoped()
+        .select_related("user")
+        .filter(channel=channel, platform_user_id=sender_id)
+        .first()
+    )
+    if link is not None and link.user.is_active and member_role(channel.tenant_id, link.user_id):
+        return link.user
+    if channel.open_to_everyone:
+        return guest_identity(channel)
+    return None
+
+
+def guest_identity(channel: Channel) -> Any:
+    """The channel's guest account, made on first use: a member of the tenant that
+    cannot sign in (no usable password), named for the channel."""
+    if channel.guest_user_id is not None:
+        user = get_user_model().objects.filter(pk=channel.guest_user_id).first()
+        if user is not None and member_role(channel.tenant_id, user.pk):
+            return user
+    with transaction.atomic():
+        locked = Channel.objects.unscoped().select_for_update().get(pk=channel.pk)
+        if locked.guest_user_id is not None and member_role(channel.tenant_id, locked.guest_user_id):
+            channel.guest_user_id = locked.guest_user_id
+            return get_user_model().objects.get(pk=locked.guest_user_id)
+        user = get_user_model().objects.create_user(
+            username=f"channel-guest-{channel.public_id.hex[:12]}-{secrets.token_hex(3)}",
+            first_name=f"{channel.name} guest"[:150],
+        )
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        do_add_member(Tenant.objects.get(pk=channel.tenant_id), user, Role.MEMBER)
+        Channel.objects.unscoped().filter(pk=channel.pk).update(guest_user=user)
+        channel.guest_user_id = user.pk
+        record_audit_event(action="channel.guest_created", tenant_id=channel.tenant_id, obj=channel)
+        return user
+
+
+def conversation_session(channel: Channel, message: InboundMessage, user: Any) -> Session:
+    """The session of (channel, chat, sender, thread), opened on first use."""
+    key = external_session_key(f"ch{channel.pk}:{message.chat_id}", message.sender_id, message.thread_id)
+    session = session_for_external_key(channel.agent, key, user=user, channel=channel.kind)
+    _conversation, created = ChannelConversation.objects.unscoped().get_or_create(
+        session=session,
+        defaults={
+            "tenant_id": channel.tenant_id,
+            "channel": channel,
+            "chat_id": message.chat_id[:200],
+            "sender_id": message.sender_id[:200],
+            "thread_id": message.thread_id[:200],
+            "is_group": not message.is_private,
+        },
+    )
+    if created:
+        fields: dict[str, Any] = {
+            "title": f"{channel.name}: {message.sender_name or message.sender_id}"[:200]
+        }
+        if channel.model_override_id:
+            fields["model_override_id"] = channel.model_override_id
+        Session._base_manager.filter(pk=session.pk).update(**fields)
+        for name, value in fields.items():
+            setattr(session, name, value)
+    return session
+
+
+def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMessage) -> Dispatched:
+    """Decide what the stored update does; one transaction."""
+    target = Target(message.chat_id, message.thread_id)
+    with transaction.atomic():
+        user = sender_identity(channel, message.sender_id)
+        if user is None:
+            _finish(update, InboundStatus.REFUSED, "sender not linked")
+            notice = ""
+            if message.addressed:
+                notice = (
+                    "This bot answers linked members only. Ask an admin of the team to link "
+                    f"your account (your id on this platform: {message.sender_id})."
+                )
+            return Dispatched(update, target, notice=notice)
+        if message.approval is not None:
+            return _decide_by_button(channel, update, message, user, target)
+        if not message.addressed:
+            _finish(update, InboundStatus.IGNORED, "group message not addressed to the bot")
+            return Dispatched(update, target)
+        session = conversation_session(channel, message, user)
+        text = message.text.strip()
+        text = REPLY_COMMANDS.get(text.lower(), text)
+        command = parse_slash_command(text)
+        if command is not None and command.name != "stop":
+            _finish(update, InboundStatus.ANSWERED, f"/{command.name}", session=session)
+            return Dispatched(update, target, session_id=session.pk, command=text)
+        run = do_send_message(session, message.text if command else text, acting_user=user)
+        if run is None:
+            _finish(update, InboundStatus.ANSWERED, "nothing to stop", session=session)
+            return Dispatched(update, target, session_id=session.pk, notice="Nothing is running.")
+        decided = run.turn.user_text != text
+        _finish(
+            update, InboundStatus.DECIDED if decided else InboundStatus.ANSWERED, "", session=session, run=run
+        )
+        return Dispatched(update, target, run_id=run.pk, session_id=session.pk, after_seq=_event_seq(run.pk))
+
+
+def _decide_by_button(
+    channel: Channel, update: InboundUpdate, message: InboundMessage, user: Any, target: Target
+) -> Dispatched:
+    approval_id, approved = message.approval or ("", False)
+    approval = (
+        ApprovalRequest.objects.unscoped()
+        .select_related("run")
+        .filter(
+            tenant_id=channel.tenant_id,
+            pk=int(approval_id) if approval_id.isdigit() else -1,
+            run__session__channel=channel.kind,
+            run__session__agent_id=channel.agent_id,
+        )
+        .first()
+    )
+    if approval is None:
+        _finish(update, InboundStatus.FAILED, "no such approval")
+        return Dispatched(update, target, notice="This approval is gone.", button=message)
+    if approval.status != ApprovalStatus.PENDING:
+        _finish(update, InboundStatus.DECIDED, f"already {approval.status}")
+        return Dispatched(update, target, notice=f"Already {approval.status}.", button=message)
+    try:
+        with transaction.atomic():
+            do_decide_approval(approval, approved, acting_user=user, reason=f"{channel.kind} button")
+    except PermissionDenied:
+        _finish(update, InboundStatus.REFUSED, "not allowed to decide this approval")
+        return Dispatched(
+            update,
+            target,
+            notice="Only the member who asked, or the team's owners and admins, can decide this.",
+            button=message,
+        )
+    except ValueError as exc:
+        _finish(update, InboundStatus.DECIDED, str(exc))
+        return Dispatched(update, target, notice=str(exc), button=message)
+    _finish(
+        update,
+        InboundStatus.DECIDED,
+        "approved" if approved else "denied",
+        session_id=approval.run.session_id,
+        run=approval.run,
+    )
+    return Dispatched(
+        update,
+        target,
+        run_id=approval.run_id,
+        after_seq=_event_seq(approval.run_id),
+        session_id=approval.run.session_id,
+        notice="Approved." if approved else "Denied.",
+        button=message,
+    )
+
+
+def _event_seq(run_id: int) -> int:
+    """The run's last stored event: its delivery follows what comes after."""
+    return int(Run._base_manager.filter(pk=run_id).values_list("event_seq", flat=True).first() or 0)

@@ -1,0 +1,228 @@
+"""Telegram over the Bot API's JSON wire format (``{base}/bot<token>/<method>``).
+
+Inbound: webhook updates carrying ``X-Telegram-Bot-Api-Secret-Token`` (the channel's
+signing secret, compared in constant time), or long polling (``getUpdates``) from a
+worker (``channels_app.polling``) so an install behind NAT needs no public URL. The
+update id de-duplicates. Groups are answered only when the bot is @mentioned or
+replied to. Approvals: an inline keyboard whose callback data is
+``appr:<approval id>:y|n``, or a reply.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from channels_app.adapters.base import (
+    AdapterError,
+    ApprovalPrompt,
+    ChannelAdapter,
+    InboundMessage,
+    InboundRequest,
+    Target,
+    VerificationFailed,
+    approval_text,
+    header,
+)
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+MAX_MESSAGE_CHARS = 4096
+MAX_ATTACHMENT_BYTES = 50 * 1024 * 1024
+
+
+class TelegramError(AdapterError):
+    platform = "telegram"
+
+
+class TelegramAdapter(ChannelAdapter):
+    kind = "telegram"
+    max_message_chars = MAX_MESSAGE_CHARS
+    can_edit = True
+    has_buttons = True
+    error_type = TelegramError
+
+    @property
+    def base(self) -> str:
+        return f"{settings.CLAW_TELEGRAM_API_URL.rstrip('/')}/bot{self.channel.bot_token}"
+
+    # -------------------------------------------------------------- inbound
+
+    def verify(self, request: InboundRequest) -> None:
+        secret = self.channel.signing_secret
+        if not secret:
+            raise VerificationFailed("The channel has no webhook secret token; set one.", 403)
+        sent = header(request.headers, SECRET_HEADER)
+        if not sent:
+            raise VerificationFailed(f"{SECRET_HEADER} is missing.", 401)
+        if not hmac.compare_digest(sent.encode(), secret.encode()):
+            raise VerificationFailed(f"{SECRET_HEADER} does not match.", 403)
+
+    def parse(self, request: InboundRequest, payload: Any) -> list[InboundMessage]:
+        return [m for m in [self.parse_update(payload)] if m is not None]
+
+    def parse_update(self, update: Any) -> InboundMessage | None:
+        if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+            return None
+        update_id = str(update["update_id"])
+        callback = update.get("callback_query")
+        if isinstance(callback, dict):
+            return self._parse_callback(update_id, callback)
+        message = update.get("message")
+        if not isinstance(message, dict):
+            return None  # edits, channel posts, member changes: nothing to answer
+        text = message.get("text") or message.get("caption") or ""
+        chat = message.get("chat") or {}
+        sender = message.get("from") or {}
+        if not isinstance(text, str) or not text.strip() or not chat.get("id") or not sender.get("id"):
+            return None
+        private = chat.get("type") == "private"
+        addressed, text = self._addressed(message, text)
+        thread = str(message["message_thread_id"]) if message.get("is_topic_message") else ""
+        return InboundMessage(
+            platform_id=update_id,
+            chat_id=str(chat["id"]),
+            sender_id=str(sender["id"]),
+            sender_name=str(sender.get("username") or sender.get("first_name") or ""),
+            text=text,
+            thread_id=thread,
+            is_private=private,
+            addressed=private or addressed,
+            raw=update,
+        )
+
+    def _addressed(self, message: dict[str, Any], text: str) -> tuple[bool, str]:
+        username = self.channel.bot_username.lstrip("@")
+        reply_to = message.get("reply_to_message") or {}
+        replied = (
+            bool(username) and (reply_to.get("from") or {}).get("username", "").lower() == username.lower()
+        )
+        mention = f"@{username}"
+        mentioned = bool(username) and mention.lower() in text.lower()
+        if mentioned:
+            start = text.lower().index(mention.lower())
+            text = (text[:start] + text[start + len(mention) :]).strip()
+        return replied or mentioned, text
+
+    def _parse_callback(self, update_id: str, callback: dict[str, Any]) -> InboundMessage | None:
+        data = callback.get("data") or ""
+        message = callback.get("message") or {}
+        chat = message.get("chat") or {}
+        sender = callback.get("from") or {}
+        parts = data.split(":") if isinstance(data, str) else []
+        if len(parts) != 3 or parts[0] != "appr" or parts[2] not in ("y", "n") or not sender.get("id"):
+            return None
+        return InboundMessage(
+            platform_id=update_id,
+            chat_id=str(chat.get("id", "")),
+            sender_id=str(sender["id"]),
+            sender_name=str(sender.get("username") or ""),
+            text="/approve" if parts[2] == "y" else "/deny",
+            thread_id=str(message["message_thread_id"]) if message.get("is_topic_message") else "",
+            is_private=chat.get("type") == "private",
+            addressed=True,
+            approval=(parts[1], parts[2] == "y"),
+            callback_id=str(callback.get("id", "")),
+            raw={"update_id": int(update_id)},
+        )
+
+    # -------------------------------------------------------------- outbound
+
+    async def call(self, method: str, body: dict[str, Any], *, wait_seconds: float | None = None) -> Any:
+        try:
+            async with httpx.AsyncClient(timeout=wait_seconds or self.timeout) as client:
+                response = await client.post(f"{self.base}/{method}", json=body)
+        except httpx.HTTPError as exc:
+            raise self.error_from_transport(exc, method) from None
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if response.status_code == 200 and isinstance(data, dict) and data.get("ok"):
+            return data.get("result")
+        retry_after = None
+        if isinstance(data, dict):
+            retry_after = (data.get("parameters") or {}).get("retry_after")
+            description = str(data.get("description", ""))[:200]
+        else:
+            description = ""
+        status = response.status_code
+        if "message is not modified" in description:
+            return None  # an edit to the same text: nothing to do
+        raise TelegramError(
+            f"telegram {method}: HTTP {status} {description}".strip(),
+            retryable=status == 429 or status >= 500,
+            retry_after=float(retry_after) if isinstance(retry_after, int | float) else None,
+        )
+
+    def _target(self, target: Target) -> dict[str, Any]:
+        body: dict[str, Any] = {"chat_id": target.chat_id}
+        if target.thread_id:
+            body["message_thread_id"] = int(target.thread_id)
+        return body
+
+    async def send_text(self, target: Target, text: str) -> str:
+        result = await self.call("sendMessage", {**self._target(target), "text": text})
+        return str((result or {}).get("message_id", ""))
+
+    async def edit_text(self, target: Target, message_id: str, text: str) -> None:
+        await self.call(
+            "editMessageText", {"chat_id": target.chat_id, "message_id": int(message_id), "text": text}
+        )
+
+    async def send_typing(self, target: Target) -> None:
+        await self.call("sendChatAction", {**self._target(target), "action": "typing"})
+
+    async def send_attachment(self, target: Target, name: str, content: bytes, caption: str = "") -> str:
+        if len(content) > MAX_ATTACHMENT_BYTES:
+            raise TelegramError(f"telegram sendDocument: {name} is over 50 MB", retryable=False)
+        data = {"chat_id": target.chat_id, "caption": caption[:1024]}
+        if target.thread_id:
+            data["message_thread_id"] = target.thread_id
+        try:
+            async with httpx.AsyncClient(timeout=60) as client:
+                response = await client.post(
+                    f"{self.base}/sendDocument", data=data, files={"document": (name, content)}
+                )
+        except httpx.HTTPError as exc:
+            raise self.error_from_transport(exc, "sendDocument") from None
+        if response.status_code != 200:
+            raise self.error_from_response(response, "sendDocument")
+        return str(response.json().get("result", {}).get("message_id", ""))
+
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+        keyboard = {
+            "inline_keyboard": [
+                [
+                    {"text": "Approve", "callback_data": f"appr:{prompt.approval_id}:y"},
+                    {"text": "Deny", "callback_data": f"appr:{prompt.approval_id}:n"},
+                ]
+            ]
+        }
+        result = await self.call(
+            "sendMessage",
+            {**self._target(target), "text": approval_text(prompt), "reply_markup": keyboard},
+        )
+        return str((result or {}).get("message_id", ""))
+
+    async def acknowledge_button(self, message: InboundMessage, text: str) -> None:
+        if message.callback_id:
+            await self.call(
+                "answerCallbackQuery", {"callback_query_id": message.callback_id, "text": text[:190]}
+            )
+
+    async def get_updates(self, offset: int, poll_seconds: int = 25) -> list[dict[str, Any]]:
+        """Long polling: the updates after ``offset`` (waits up to ``poll_seconds``)."""
+        result = await self.call(
+            "getUpdates",
+            {"offset": offset, "timeout": poll_seconds, "allowed_updates": ["message", "callback_query"]},
+            wait_seconds=poll_seconds + 10,
+        )
+        return [u for u in (result or []) if isinstance(u, dict)]
+
+
+def dumps(update: dict[str, Any]) -> bytes:
+    return json.dumps(update).encode()

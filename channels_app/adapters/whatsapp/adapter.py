@@ -1,0 +1,159 @@
+"""WhatsApp over the Cloud API (``POST {base}/<phone number id>/messages``).
+
+Subscription: Meta's ``GET ?hub.mode=subscribe&hub.verify_token=…&hub.challenge=…``
+is answered with the challenge when the verify token matches. Updates are signed:
+``X-Hub-Signature-256: sha256=<hex HMAC-SHA256(app secret, body)>``. The message id
+(``wamid…``) de-duplicates. Chats are one to one, always answered; the Cloud API
+cannot edit a message, so a reply is sent when complete. Approvals: interactive
+reply buttons (ids ``appr:<approval id>:y|n``) or a reply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+import httpx
+from django.conf import settings
+
+from channels_app.adapters.base import (
+    AdapterError,
+    ApprovalPrompt,
+    ChannelAdapter,
+    Immediate,
+    InboundMessage,
+    InboundRequest,
+    Target,
+    VerificationFailed,
+    approval_text,
+    header,
+)
+
+MAX_MESSAGE_CHARS = 4096
+
+
+class WhatsAppError(AdapterError):
+    platform = "whatsapp"
+
+
+def whatsapp_signature(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class WhatsAppAdapter(ChannelAdapter):
+    kind = "whatsapp"
+    max_message_chars = MAX_MESSAGE_CHARS
+    can_edit = False
+    has_buttons = True
+    error_type = WhatsAppError
+
+    def subscribe_challenge(self, request: InboundRequest) -> Immediate | None:
+        query = request.query
+        token = self.channel.verify_token
+        sent = query.get("hub.verify_token", "")
+        if query.get("hub.mode") != "subscribe" or not token or not hmac.compare_digest(sent, token):
+            return Immediate(
+                403, b'{"error": {"code": "bad_verify_token", "message": "Wrong verify token."}}'
+            )
+        return Immediate(200, query.get("hub.challenge", "")[:200].encode(), "text/plain")
+
+    def verify(self, request: InboundRequest) -> None:
+        secret = self.channel.signing_secret
+        if not secret:
+            raise VerificationFailed("The channel has no app secret; set one.", 403)
+        signature = header(request.headers, "X-Hub-Signature-256")
+        if not signature:
+            raise VerificationFailed("X-Hub-Signature-256 is missing.", 401)
+        if not hmac.compare_digest(whatsapp_signature(secret, request.body), signature.strip()):
+            raise VerificationFailed("The signature does not match the body.", 403)
+
+    def parse(self, request: InboundRequest, payload: Any) -> list[InboundMessage]:
+        found: list[InboundMessage] = []
+        if not isinstance(payload, dict):
+            return found
+        for entry in payload.get("entry") or []:
+            for change in (entry or {}).get("changes") or [] if isinstance(entry, dict) else []:
+                value = change.get("value") if isinstance(change, dict) else None
+                if not isinstance(value, dict):
+                    continue
+                for message in value.get("messages") or []:
+                    parsed = self._parse_message(message) if isinstance(message, dict) else None
+                    if parsed is not None:
+                        found.append(parsed)
+        return found
+
+    def _parse_message(self, message: dict[str, Any]) -> InboundMessage | None:
+        sender, message_id = message.get("from"), message.get("id")
+        if not isinstance(sender, str) or not isinstance(message_id, str) or not sender or not message_id:
+            return None
+        approval = None
+        if message.get("type") == "text":
+            text = str((message.get("text") or {}).get("body") or "")
+        elif message.get("type") == "interactive":
+            reply = (message.get("interactive") or {}).get("button_reply") or {}
+            parts = str(reply.get("id", "")).split(":")
+            if len(parts) != 3 or parts[0] != "appr" or parts[2] not in ("y", "n"):
+                return None
+            approval = (parts[1], parts[2] == "y")
+            text = "/approve" if approval[1] else "/deny"
+        else:
+            return None  # images, locations, reactions: not answered
+        if not text.strip():
+            return None
+        return InboundMessage(
+            platform_id=message_id[:200],
+            chat_id=sender,
+            sender_id=sender,
+            text=text,
+            is_private=True,
+            addressed=True,
+            approval=approval,
+            raw=message,
+        )
+
+    async def call(self, body: dict[str, Any]) -> dict[str, Any]:
+        url = f"{settings.CLAW_WHATSAPP_API_URL.rstrip('/')}/{self.channel.account_id}/messages"
+        headers = {"Authorization": f"Bearer {self.channel.bot_token}"}
+        try:
+            async with httpx.AsyncClient(timeout=self.timeout) as client:
+                response = await client.post(
+                    url, json={"messaging_product": "whatsapp", **body}, headers=headers
+                )
+        except httpx.HTTPError as exc:
+            raise self.error_from_transport(exc, "messages") from None
+        if response.status_code != 200:
+            error = self.error_from_response(response, "messages")
+            try:
+                detail = (response.json().get("error") or {}).get("message", "")
+            except (ValueError, AttributeError):
+                detail = ""
+            raise WhatsAppError(
+                f"{error} {str(detail)[:200]}".strip(),
+                retryable=error.retryable,
+                retry_after=error.retry_after,
+            )
+        data = response.json()
+        return data if isinstance(data, dict) else {}
+
+    async def send_text(self, target: Target, text: str) -> str:
+        data = await self.call({"to": target.chat_id, "type": "text", "text": {"body": text}})
+        return str(((data.get("messages") or [{}])[0]).get("id", ""))
+
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+        buttons = [
+            {"type": "reply", "reply": {"id": f"appr:{prompt.approval_id}:y", "title": "Approve"}},
+            {"type": "reply", "reply": {"id": f"appr:{prompt.approval_id}:n", "title": "Deny"}},
+        ]
+        data = await self.call(
+            {
+                "to": target.chat_id,
+                "type": "interactive",
+                "interactive": {
+                    "type": "button",
+                    "body": {"text": approval_text(prompt)[:1024]},
+                    "action": {"buttons": buttons},
+                },
+            }
+        )
+        return str(((data.get("messages") or [{}])[0]).get("id", ""))

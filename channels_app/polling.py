@@ -1,0 +1,153 @@
+"""Long polling (Telegram ``getUpdates``) from the workers, so an install behind NAT
+needs no public URL (CH3).
+
+Every worker process runs :func:`start_channel_pollers`: every ``SCAN_SECONDS`` it
+looks for enabled channels set to long polling and claims those whose lease is free
+or lapsed (one statement: ``poll_owner`` and ``poll_lease_until``). A claimed channel
+is polled in a loop that renews the lease before every request; a worker that dies
+lets it lapse (``LEASE_SECONDS``) and another takes over, so no second poller ever
+runs for the same bot. Updates go the webhook's way (stored, de-duplicated by the
+update id, dispatched); the offset is advanced after they are stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import threading
+import uuid
+from typing import Any
+
+from django.db import connection
+
+from channels_app.adapters import adapter_for
+from channels_app.adapters.base import AdapterError
+from channels_app.adapters.telegram.adapter import TelegramAdapter
+from channels_app.models import Channel, ReceiveMode
+from claw_platform.background_loop import submit
+from claw_platform.db import db_async
+from claw_platform.tenancy.context import tenant_context
+
+logger = logging.getLogger("claw.channels.polling")
+
+LEASE_SECONDS = 60
+SCAN_SECONDS = 5.0
+POLL_SECONDS = 25
+POLLABLE_KINDS = ("telegram",)
+_pollers: set[asyncio.Future[None]] = set()
+
+_CLAIM_SQL = """
+UPDATE channels_app_channel
+SET poll_owner = %(owner)s, poll_lease_until = now() + make_interval(secs => %(lease)s)
+WHERE id = %(channel)s AND enabled AND receive_mode = %(mode)s
+  AND (poll_owner = %(owner)s OR poll_lease_until IS NULL OR poll_lease_until < now())
+RETURNING id
+"""
+
+
+def worker_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def pollable_channel_ids() -> list[int]:
+    return list(
+        Channel.objects.unscoped()
+        .filter(enabled=True, receive_mode=ReceiveMode.POLLING, kind__in=POLLABLE_KINDS)
+        .values_list("pk", flat=True)
+    )
+
+
+def claim_lease(channel_id: int, owner: str, *, lease_seconds: float = LEASE_SECONDS) -> bool:
+    """Take or renew the channel's polling lease; False while another holder has it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM_SQL,
+            {"owner": owner, "lease": lease_seconds, "channel": channel_id, "mode": ReceiveMode.POLLING},
+        )
+        return cursor.fetchone() is not None
+
+
+def release_lease(channel_id: int, owner: str) -> None:
+    Channel.objects.unscoped().filter(pk=channel_id, poll_owner=owner).update(poll_lease_until=None)
+
+
+def _store_batch(channel_id: int, updates: list[dict[str, Any]]) -> int:
+    """Store and dispatch a batch of updates; the next offset."""
+    from channels_app.receive import receive_messages
+
+    channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
+    adapter = adapter_for(channel)
+    assert isinstance(adapter, TelegramAdapter)
+    with tenant_context(channel.tenant_id):
+        messages = [m for m in (adapter.parse_update(u) for u in updates) if m is not None]
+        receive_messages(channel, messages)
+    offset = max(int(u.get("update_id", 0)) for u in updates) + 1
+    Channel.objects.unscoped().filter(pk=channel_id, poll_offset__lt=offset).update(poll_offset=offset)
+    return offset
+
+
+async def poll_once(channel_id: int, owner: str, *, poll_seconds: int = POLL_SECONDS) -> bool:
+    """One ``getUpdates`` round under the lease; False when the lease is lost."""
+    if not await db_async(claim_lease)(channel_id, owner):
+        return False
+    channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+    adapter = adapter_for(channel)
+    if not isinstance(adapter, TelegramAdapter):
+        return False
+    updates = await adapter.get_updates(channel.poll_offset, poll_seconds=poll_seconds)
+    if updates:
+        await db_async(_store_batch)(channel_id, updates)
+    return True
+
+
+async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> None:
+    """Poll one channel while this worker holds its lease."""
+    backoff = 1.0
+    try:
+        while not stop.is_set():
+            try:
+                if not await poll_once(channel_id, owner):
+                    return
+                backoff = 1.0
+            except AdapterError as exc:
+                wait = exc.retry_after or (backoff if exc.retryable else 30.0)
+                logger.warning("polling channel %s: %s (next try in %.0fs)", channel_id, exc, wait)
+                await asyncio.sleep(min(wait, 60.0))
+                backoff = min(backoff * 2, 60.0)
+            except Channel.DoesNotExist:
+                return
+            except Exception:
+                logger.exception("polling channel %s failed", channel_id)
+                await asyncio.sleep(5.0)
+    finally:
+        await db_async(release_lease)(channel_id, owner)
+
+
+async def run_pollers(stop: threading.Event, owner: str, *, scan_seconds: float = SCAN_SECONDS) -> None:
+    """Claim and poll channels until ``stop`` is set."""
+    running: dict[int, asyncio.Task[None]] = {}
+    while not stop.is_set():
+        try:
+            for channel_id in await db_async(pollable_channel_ids)():
+                task = running.get(channel_id)
+                if task is not None and not task.done():
+                    continue
+                if await db_async(claim_lease)(channel_id, owner):
+                    running[channel_id] = asyncio.ensure_future(poll_channel(channel_id, owner, stop))
+        except Exception:
+            logger.exception("channel poller scan failed")
+        await asyncio.sleep(scan_seconds)
+    for task in running.values():
+        task.cancel()
+
+
+def start_channel_pollers(stop: threading.Event) -> None:
+    """Run this worker's pollers on the process's background loop."""
+    owner = worker_identity()
+
+    async def spawn() -> None:
+        _pollers.add(asyncio.ensure_future(run_pollers(stop, owner)))
+
+    submit(spawn())

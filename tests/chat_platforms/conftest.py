@@ -1,0 +1,71 @@
+"""Fixtures for the chat-platform channels: local fakes of each platform (real HTTP),
+channels of tenant A's live agent pointed at them, and runs executed by this
+process's worker loop (``execute_run``, as a django-q2 worker does)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from channels_app.models import Channel, ChannelLink
+from tests.api.conftest import _in_process_channel_layer, inline_runs  # noqa: F401  (fixtures)
+from tests.fakes.chat_platforms import FakeCallback, FakeSlack, FakeTelegram, FakeWhatsApp
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def fake_telegram(settings: Any) -> Iterator[FakeTelegram]:
+    fake = FakeTelegram(token="123:telegram-token").start()
+    settings.CLAW_TELEGRAM_API_URL = fake.url
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_slack(settings: Any) -> Iterator[FakeSlack]:
+    fake = FakeSlack(token="xoxb-slack-token").start()
+    settings.CLAW_SLACK_API_URL = fake.api_url
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_callback() -> Iterator[FakeCallback]:
+    fake = FakeCallback().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def make_channel(tenant_set: Any, kind: str, **fields: Any) -> Channel:
+    return Channel.objects.unscoped().create(
+        tenant=tenant_set.tenant, agent=tenant_set.agent, name=f"{kind} bot", kind=kind, **fields
+    )
+
+
+def link(channel: Channel, platform_user_id: str, user: Any) -> ChannelLink:
+    return ChannelLink.objects.unscoped().create(
+        tenant_id=channel.tenant_id, channel=channel, platform_user_id=platform_user_id, user=user
+    )
+
+
+def inbound_url(channel: Channel) -> str:
+    return f"/api/v1/channels/{channel.public_id}/inbound/"
+
+
+@pytest.fixture
+def fake_whatsapp(settings: Any) -> Iterator[FakeWhatsApp]:
+    fake = FakeWhatsApp(token="wa-token", phone_id="1555000").start()
+    settings.CLAW_WHATSAPP_API_URL = fake.url
+    try:
+        yield fake
+    finally:
+        fake.stop()

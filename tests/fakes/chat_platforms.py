@@ -1,0 +1,301 @@
+"""Local fakes of chat platforms' APIs, real HTTP servers speaking their wire formats:
+
+- :class:`FakeTelegram`: the Bot API (``POST /bot<token>/<method>``, JSON or
+  multipart), answering ``{"ok": true, "result": …}`` or Telegram's error shape
+  (``{"ok": false, "error_code", "description", "parameters": {"retry_after"}}``),
+  with ``getUpdates`` long polling over a queue of updates;
+- :class:`FakeSlack`: the Web API (``POST /api/<method>`` with a bearer token),
+  answering ``{"ok": true, "ts": …}`` or ``{"ok": false, "error": …}`` and HTTP 429
+  with ``Retry-After``;
+- :class:`FakeCallback`: a generic webhook receiver that records signed POSTs.
+
+``fail(method, status, times, retry_after)`` makes the next calls of a method fail.
+Every request is recorded in ``calls`` as ``(method, body)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections import deque
+from typing import Any
+
+from aiohttp import web
+
+
+class FakePlatform:
+    name = "platform"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.failures: dict[str, deque[tuple[int, float | None]]] = {}
+        self.ids = itertools.count(100)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+        self.lock = threading.Lock()
+
+    def routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    def fail(self, method: str, status: int, *, times: int = 1, retry_after: float | None = None) -> None:
+        with self.lock:
+            queue = self.failures.setdefault(method, deque())
+            for _ in range(times):
+                queue.append((status, retry_after))
+
+    def take_failure(self, method: str) -> tuple[int, float | None] | None:
+        with self.lock:
+            queue = self.failures.get(method)
+            return queue.popleft() if queue else None
+
+    def record(self, method: str, body: dict[str, Any]) -> None:
+        with self.lock:
+            self.calls.append((method, body))
+
+    def calls_of(self, method: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [body for name, body in self.calls if name == method]
+
+    def wait_for(self, predicate: Any, timeout: float = 20.0) -> Any:
+        """Wait until ``predicate(self)`` is truthy; return its value."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate(self)
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"{self.name}: condition not met in {timeout}s; calls: {self.calls}")
+
+    def start(self) -> FakePlatform:
+        loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        async def serve() -> None:
+            app = web.Application()
+            self.routes(app)
+            self._runner = web.AppRunner(app)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            await site.start()
+            port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.url = f"http://127.0.0.1:{port}"
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(serve())
+            started.set()
+            loop.run_forever()
+            if self._runner is not None:
+                loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=run, name=f"fake-{self.name}", daemon=True)
+        self._thread.start()
+        started.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+
+class FakeTelegram(FakePlatform):
+    name = "telegram"
+
+    def __init__(self, token: str = "123:abc") -> None:
+        super().__init__()
+        self.token = token
+        self.updates: deque[dict[str, Any]] = deque()
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/bot{token}/{method}", self.handle)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The chat as the user sees it: message id -> latest text, in send order."""
+        shown: dict[int, dict[str, Any]] = {}
+        for method, body in list(self.calls):
+            if method == "sendMessage":
+                shown[body["_message_id"]] = dict(body)
+            elif method == "editMessageText" and body.get("message_id") in shown:
+                shown[body["message_id"]]["text"] = body["text"]
+        return list(shown.values())
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.json_response(
+                {"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401
+            )
+        method = request.match_info["method"]
+        if request.content_type.startswith("multipart/"):
+            form = await request.post()
+            body: dict[str, Any] = {
+                k: (v if isinstance(v, str) else f"<file {v.filename}>") for k, v in form.items()
+            }
+        else:
+            body = await request.json()
+        failure = self.take_failure(method)
+        if failure is not None:
+            status, retry_after = failure
+            self.record(f"!{method}", body)
+            error: dict[str, Any] = {"ok": False, "error_code": status, "description": f"Error {status}"}
+            if retry_after is not None:
+                error["parameters"] = {"retry_after": retry_after}
+            return web.json_response(error, status=status)
+        if method == "getUpdates":
+            offset = int(body.get("offset", 0))
+            deadline = time.monotonic() + min(float(body.get("timeout", 0)), 2.0)
+            while True:
+                with self.lock:
+                    ready = [u for u in self.updates if u["update_id"] >= offset]
+                if ready or time.monotonic() >= deadline:
+                    break
+                await asyncio.sleep(0.05)
+            self.record(method, body)
+            return web.json_response({"ok": True, "result": ready})
+        if method in ("sendMessage", "sendDocument"):
+            message_id = next(self.ids)
+            body["_message_id"] = message_id
+            self.record(method, body)
+            chat = {
+                "id": int(body["chat_id"]) if str(body["chat_id"]).lstrip("-").isdigit() else body["chat_id"]
+            }
+            return web.json_response(
+                {"ok": True, "result": {"message_id": message_id, "chat": chat, "text": body.get("text", "")}}
+            )
+        if method == "editMessageText":
+            self.record(method, body)
+            return web.json_response({"ok": True, "result": {"message_id": body["message_id"]}})
+        self.record(method, body)
+        return web.json_response({"ok": True, "result": True})
+
+
+class FakeSlack(FakePlatform):
+    name = "slack"
+
+    def __init__(self, token: str = "xoxb-test") -> None:
+        super().__init__()
+        self.token = token
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/api/{method}", self.handle)
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api"
+
+    def messages(self) -> list[dict[str, Any]]:
+        shown: dict[str, dict[str, Any]] = {}
+        for method, body in list(self.calls):
+            if method == "chat.postMessage":
+                shown[body["_ts"]] = dict(body)
+            elif method == "chat.update" and body.get("ts") in shown:
+                shown[body["ts"]]["text"] = body["text"]
+        return list(shown.values())
+
+    async def handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        body = await request.json()
+        failure = self.take_failure(method)
+        if failure is not None:
+            status, retry_after = failure
+            self.record(f"!{method}", body)
+            headers = {"Retry-After": str(int(retry_after))} if retry_after is not None else {}
+            if status == 200:
+                return web.json_response({"ok": False, "error": "channel_not_found"})
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=status, headers=headers)
+        if method == "chat.postMessage":
+            ts = f"1700000000.{next(self.ids):06d}"
+            body["_ts"] = ts
+            self.record(method, body)
+            return web.json_response({"ok": True, "channel": body["channel"], "ts": ts})
+        self.record(method, body)
+        return web.json_response({"ok": True, "channel": body.get("channel"), "ts": body.get("ts")})
+
+
+class FakeCallback(FakePlatform):
+    """A generic webhook channel's callback receiver: records each signed POST with
+    its headers as ``(type, body)``."""
+
+    name = "callback"
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/hook", self.handle)
+
+    @property
+    def hook_url(self) -> str:
+        return f"{self.url}/hook"
+
+    async def handle(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        body = json.loads(raw)
+        body["_headers"] = {k.lower(): v for k, v in request.headers.items()}
+        body["_raw"] = raw.decode()
+        failure = self.take_failure("callback")
+        if failure is not None:
+            self.record("!callback", body)
+            return web.json_response({"error": "busy"}, status=failure[0])
+        self.record(str(body.get("type")), body)
+        return web.json_response({"message_id": body.get("message_id")})
+
+
+@contextlib.contextmanager
+def running(fake: FakePlatform) -> Any:
+    fake.start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+class FakeWhatsApp(FakePlatform):
+    """The WhatsApp Cloud API: ``POST /<phone number id>/messages`` with a bearer
+    token, answering ``{"messaging_product", "contacts", "messages": [{"id"}]}`` or
+    Graph's ``{"error": {"message", "type", "code"}}``."""
+
+    name = "whatsapp"
+
+    def __init__(self, token: str = "wa-token", phone_id: str = "1555000") -> None:
+        super().__init__()
+        self.token = token
+        self.phone_id = phone_id
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/{phone_id}/messages", self.handle)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {self.token}" or (
+            request.match_info["phone_id"] != self.phone_id
+        ):
+            return web.json_response(
+                {"error": {"message": "Invalid OAuth access token", "code": 190}}, status=401
+            )
+        body = await request.json()
+        failure = self.take_failure("messages")
+        if failure is not None:
+            status, retry_after = failure
+            self.record("!messages", body)
+            headers = {"Retry-After": str(int(retry_after))} if retry_after is not None else {}
+            return web.json_response(
+                {"error": {"message": f"error {status}", "type": "OAuthException", "code": 130429}},
+                status=status,
+                headers=headers,
+            )
+        message_id = f"wamid.{next(self.ids)}"
+        self.record("messages", body)
+        return web.json_response(
+            {
+                "messaging_product": "whatsapp",
+                "contacts": [{"wa_id": body["to"]}],
+                "messages": [{"id": message_id}],
+            }
+        )
