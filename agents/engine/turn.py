@@ -213,6 +213,28 @@ class CostCapMiddleware:
         return CONTINUE
 
 
+class StopMiddleware:
+    """Stop a run once it has used ``max_tokens`` tokens, input and output, its
+    sub-agents' and consulted agents' included (E25: an agent setting)."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+
+    async def before_turn(self, stats: TurnStats) -> MiddlewareResult:
+        used = stats.totals.usage.input_tokens + stats.totals.usage.output_tokens
+        if used >= self.max_tokens:
+            return MiddlewareResult(
+                "stop",
+                f"I stopped because this run used its token limit ({used:,} of {self.max_tokens:,} "
+                "tokens). Send another message to let me continue.",
+                {"tokens": used, "limit": self.max_tokens},
+            )
+        return CONTINUE
+
+    async def after_turn(self, stats: TurnStats) -> MiddlewareResult:
+        return CONTINUE
+
+
 # ---------------------------------------------------------------- helpers
 
 

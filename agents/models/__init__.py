@@ -32,6 +32,7 @@ from agents.models.runs import (
     RunEvent,
     RunStatus,
 )
+from agents.models.teams import AgentDelegation, DelegationMode, RoutingRule
 from agents.models.usage import UsagePurpose, UsageRecord
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "FINISHED_RUN_STATUSES",
     "MAX_CONTEXT_FILE_CHARS",
     "Agent",
+    "AgentDelegation",
     "AgentFile",
     "AgentRevision",
     "AgentRole",
@@ -48,6 +50,7 @@ __all__ = [
     "ApprovalStatus",
     "BusyPolicy",
     "Checkpoint",
+    "DelegationMode",
     "InputGuardMode",
     "LLMProvider",
     "MemoryCategory",
@@ -60,6 +63,7 @@ __all__ = [
     "Routine",
     "RoutineRun",
     "RoutineStatus",
+    "RoutingRule",
     "Run",
     "RunEvent",
     "RunStatus",

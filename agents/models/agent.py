@@ -22,6 +22,8 @@ CONTEXT_FILE_NAMES = (
     "HEARTBEAT.md",
     "BOOTSTRAP.md",
     "MEMORY.md",
+    "DELEGATION.md",
+    "TEAM.md",
 )
 
 
@@ -119,6 +121,21 @@ class Agent(TenantOwned):
         max_length=8, choices=InputGuardMode.choices, default=InputGuardMode.WARN
     )
     show_thinking = models.BooleanField(default=False)
+    # Run middleware (E25), installed when set.
+    auto_compact_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1_000)],
+        help_text="Auto-compact middleware: compact mid-run once the context reaches this many "
+        "tokens (OpenCode uses 200000). Empty: off.",
+    )
+    stop_after_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Stop middleware: a run ends with a note once it has used this many tokens "
+        "(input + output, sub-agents and consulted agents included). Empty: off.",
+    )
     busy_policy = models.CharField(max_length=16, choices=BusyPolicy.choices, default=BusyPolicy.QUEUE)
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
     enabled = models.BooleanField(default=True)

@@ -27,12 +27,21 @@ from agents.engine.commands import SlashCommand, parse_slash_command
 from agents.engine.compaction import CompactionSettings
 from agents.engine.history import PruneSettings
 from agents.engine.interfaces import CancelToken, EventSink, HookRunner, RunContext, ToolExecutor, UsageRecord
-from agents.engine.prompt import PromptContext
+from agents.engine.prompt import DelegationTarget, PromptContext
 from agents.engine.streaming import DEFAULT_COALESCE_SECONDS
-from agents.engine.turn import TurnConfig, TurnResult, compact_session, resume_turn, run_turn
+from agents.engine.turn import (
+    AutoCompactMiddleware,
+    StopMiddleware,
+    TurnConfig,
+    TurnResult,
+    compact_session,
+    resume_turn,
+    run_turn,
+)
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
+from agents.runtime.routing import choose_model, record_run_model
 from agents.runtime.store import DjangoRunStore, TurnBinding
 from agents.runtime.tools import close_tools, registry_hooks, registry_tools, tool_skills
 from claw_platform.db import db_async, is_database_outage, readable_failure
@@ -149,6 +158,7 @@ def prompt_context(
         channel=session.channel,
         is_first_run=first_run,
         is_subagent=session.depth > 0,
+        delegation_targets=[DelegationTarget(f"{d.name} ({d.slug})", d.description) for d in agent.delegates],
         model=model.model,
         provider=model.provider_name,
         session_id=str(session.pk),
@@ -197,8 +207,14 @@ async def run_started_turn(
     is called once the run is set up (model, tools, hooks, prompt), before the
     engine starts."""
     store = DjangoRunStore(_binding(session, turn))
-    # Only an overridden model is read from the database.
-    model_cfg = await db_async(_session_model)(session, agent) if session.model_override_id else agent.model
+    # Only an overridden model is read from the database; else the agent's routing
+    # rules (E22) pick one for this message, and the run records the choice.
+    if session.model_override_id:
+        model_cfg, route = await db_async(_session_model)(session, agent), "session"
+    else:
+        model_cfg, route = choose_model(agent, session.channel, text)
+    if run_id and (route != "default" or agent.routes):
+        await db_async(record_run_model)(run_id, model_cfg, route)
     tools = await tools_factory(agent, session)
     try:
         hooks = hooks if hooks is not None else await registry_hooks(agent, session, tools)
@@ -250,7 +266,8 @@ async def _drive_turn(
         channel=session.channel,
         depth=session.depth,
         cancel=cancel or CancelToken(),
-        extra={"timezone": agent.timezone},
+        # The delegate tool announces a handoff on the run's live stream (G5).
+        extra={"timezone": agent.timezone, "events": events},
     )
     first_run = turn.number == 1 and not session.title
     prompt = prompt_context(agent, session, tools, model_cfg, first_run=first_run)
@@ -264,6 +281,7 @@ async def _drive_turn(
         await db_async(_remember)(session, fact)
         return f"Noted. I'll remember: {fact}"
 
+    middleware = run_middleware(agent)
     if on_ready is not None:
         on_ready()
     try:
@@ -279,6 +297,7 @@ async def _drive_turn(
                 events=events,
                 hooks=hooks,
                 cheap_model=cheap,
+                middleware=middleware,
             )
         else:
             result = await run_turn(
@@ -294,6 +313,7 @@ async def _drive_turn(
                 cheap_model=cheap,
                 remember=remember,
                 save_title=save_title if not session.title else None,
+                middleware=middleware,
             )
     except BaseException as exc:
         # The engine turns provider faults into a failed TurnResult; a bug that
@@ -305,6 +325,17 @@ async def _drive_turn(
         raise
     await db_async(do_finish_turn)(turn, status=result.status, text=result.text, error=result.error or "")
     return ChatReply(result.text, result.status, turn=result, turn_id=turn.pk, notices=list(result.notices))
+
+
+def run_middleware(agent: ResolvedAgent) -> list[Any]:
+    """The middleware the agent's settings install (E25). The cost cap is the
+    budgets' (not installed here)."""
+    middleware: list[Any] = []
+    if agent.auto_compact_tokens:
+        middleware.append(AutoCompactMiddleware(agent.auto_compact_tokens))
+    if agent.stop_after_tokens:
+        middleware.append(StopMiddleware(agent.stop_after_tokens))
+    return middleware
 
 
 def _start_turn(session: Session, text: str) -> Turn:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.engine.cost import ModelPrice
-from agents.models import Agent, AgentFile, ModelProfile
+from agents.engine.routing import ClassificationRule
+from agents.models import Agent, AgentDelegation, AgentFile, ModelProfile, RoutingRule
 from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 
@@ -49,6 +50,29 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class DelegateLink:
+    """An agent this one may consult or hand off to (G5)."""
+
+    target_id: int
+    slug: str
+    name: str
+    description: str
+    consult: bool
+    handoff: bool
+
+
+@dataclass(frozen=True)
+class RouteRule:
+    """One routing rule (E22): when ``rule`` matches a message of ``channel`` (empty:
+    any), the turn uses ``model``."""
+
+    name: str
+    channel: str
+    rule: ClassificationRule
+    model: ModelConfig
+
+
+@dataclass(frozen=True)
 class ResolvedAgent:
     agent_id: int
     tenant_id: int
@@ -75,6 +99,10 @@ class ResolvedAgent:
     enabled: bool
     # (user id or None, file name) -> content
     files: dict[tuple[int | None, str], str]
+    auto_compact_tokens: int | None = None
+    stop_after_tokens: int | None = None
+    delegates: tuple[DelegateLink, ...] = ()
+    routes: tuple[RouteRule, ...] = ()
 
     def context_files(self, user_id: int | None) -> dict[str, str]:
         """The agent's files with the user's own copies taking precedence (G3)."""
@@ -158,6 +186,58 @@ def _load(agent_id: int) -> ResolvedAgent:
         timezone=agent.timezone,
         enabled=agent.enabled,
         files=files,
+        auto_compact_tokens=agent.auto_compact_tokens,
+        stop_after_tokens=agent.stop_after_tokens,
+        delegates=_delegates(agent),
+        routes=_routes(agent),
+    )
+
+
+def _delegates(agent: Agent) -> tuple[DelegateLink, ...]:
+    links = (
+        AgentDelegation._base_manager.select_related("target")
+        .filter(agent_id=agent.pk, tenant_id=agent.tenant_id, target__tenant_id=agent.tenant_id)
+        .order_by("id")
+    )
+    return tuple(
+        DelegateLink(
+            target_id=link.target_id,
+            slug=link.target.slug,
+            name=link.target.name,
+            description=link.description or link.target.description,
+            consult=link.allows_consult,
+            handoff=link.allows_handoff,
+        )
+        for link in links
+    )
+
+
+def _words(text: str, *, commas: bool) -> tuple[str, ...]:
+    pieces = text.replace(",", "\n").splitlines() if commas else text.splitlines()
+    return tuple(p.strip() for p in pieces if p.strip())
+
+
+def _routes(agent: Agent) -> tuple[RouteRule, ...]:
+    rules = (
+        RoutingRule._base_manager.select_related("model__provider")
+        .filter(agent_id=agent.pk, tenant_id=agent.tenant_id, enabled=True, model__tenant_id=agent.tenant_id)
+        .order_by("-priority", "id")
+    )
+    return tuple(
+        RouteRule(
+            name=rule.name,
+            channel=rule.channel.strip(),
+            rule=ClassificationRule(
+                hint=str(rule.pk),
+                keywords=_words(rule.keywords, commas=True),
+                patterns=_words(rule.patterns, commas=False),
+                min_length=rule.min_length,
+                max_length=rule.max_length,
+                priority=rule.priority,
+            ),
+            model=model_config(rule.model),
+        )
+        for rule in rules
     )
 
 

@@ -91,6 +91,8 @@ class RunSerializer(serializers.ModelSerializer):
             "agent",
             "turn",
             "status",
+            "model_name",
+            "model_route",
             "attempt",
             "cancel_requested",
             "event_seq",
