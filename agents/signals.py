@@ -23,8 +23,9 @@ def _bump(agents: Any) -> None:
 
 @receiver(post_save, sender=Agent)
 def _agent_saved(sender: Any, instance: Agent, **kwargs: Any) -> None:
-    # Agents that list this one as a delegate show its name and description.
-    _bump(Agent._base_manager.filter(Q(pk=instance.pk) | Q(delegations__target_id=instance.pk)).distinct())
+    # Every agent of the tenant: those that list this one as a delegate show its name
+    # and description, and all use the tenant's title and summarizer agents (G4).
+    _bump(Agent._base_manager.filter(tenant_id=instance.tenant_id))
 
 
 @receiver(post_save, sender=AgentDelegation)

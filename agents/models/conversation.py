@@ -34,6 +34,10 @@ class Session(TenantOwned):
         help_text="The parent session of a sub-agent's session.",
     )
     depth = models.PositiveSmallIntegerField(default=0)
+    is_group = models.BooleanField(
+        default=False,
+        help_text="A group chat: the agent answers only messages that mention it (its name or @slug).",
+    )
     handed_off_from = models.ForeignKey(
         "agents.Agent",
         on_delete=models.SET_NULL,
@@ -156,6 +160,7 @@ class MessageState(models.TextChoices):
     ACTIVE = "active", "Active"
     COMPACTED = "compacted", "Compacted (covered by the summary)"
     UNDONE = "undone", "Undone"
+    CLEARED = "cleared", "Cleared from the context (/clear), kept in history"
 
 
 class Message(TenantOwned):

@@ -39,6 +39,8 @@ from agents.engine.turn import (
     run_turn,
 )
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
+from agents.runtime.context_commands import clear_command, skills_command
+from agents.runtime.groups import addresses_agent
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
 from agents.runtime.routing import choose_model, record_run_model
@@ -50,7 +52,9 @@ from claw_platform.tenancy.context import tenant_context
 VERSION = "0.1.0"
 
 HELP_TEXT = """Commands:
-/new, /clear      start a new conversation thread
+/new              start a new conversation thread
+/clear            clear the agent's context (the history is kept)
+/skills [name]    list the agent's skills, or activate one
 /thread <id>      switch to a thread; /resume <id> too
 /undo, /redo      take back the last turn, or bring it back
 /compact          summarise older history now (also /summarize)
@@ -156,6 +160,7 @@ def prompt_context(
         user_id=str(session.user_id) if session.user_id else None,
         timezone=agent.timezone,
         channel=session.channel,
+        is_group_chat=session.is_group,
         is_first_run=first_run,
         is_subagent=session.depth > 0,
         delegation_targets=[DelegationTarget(f"{d.name} ({d.slug})", d.description) for d in agent.delegates],
@@ -271,7 +276,12 @@ async def _drive_turn(
     )
     first_run = turn.number == 1 and not session.title
     prompt = prompt_context(agent, session, tools, model_cfg, first_run=first_run)
-    cheap = model_spec(agent.cheap_model) if agent.cheap_model else None
+    # G4: summaries on the tenant's summarizer agent's model, titles on its title
+    # agent's; else the agent's cheap model; else (the engine falls back) its main one.
+    summary = agent.light_summary_model
+    cheap = model_spec(summary) if summary else None
+    titles = agent.light_title_model
+    title_model = model_spec(titles) if titles else None
 
     async def save_title(title: str, usage: list[UsageRecord]) -> None:
         await db_async(do_set_title)(session, title)
@@ -314,6 +324,8 @@ async def _drive_turn(
                 remember=remember,
                 save_title=save_title if not session.title else None,
                 middleware=middleware,
+                title_model=title_model,
+                listen_only=session.is_group and not addresses_agent(text, agent),
             )
     except BaseException as exc:
         # The engine turns provider faults into a failed TurnResult; a bug that
@@ -497,7 +509,7 @@ async def _compact(
             ctx=ctx,
             prompt=prompt_context(agent, session, tools, model_cfg, first_run=False),
             config=turn_config(agent, model_cfg),
-            cheap_model=model_spec(agent.cheap_model) if agent.cheap_model else None,
+            cheap_model=model_spec(agent.light_summary_model) if agent.light_summary_model else None,
             strategy="summarize",
         )
     finally:
@@ -517,7 +529,8 @@ _COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "ping": _ping,
     "version": _version,
     "new": _new,
-    "clear": _new,
+    "clear": clear_command,
+    "skills": skills_command,
     "thread": _switch,
     "resume": _switch,
     "undo": _undo,

@@ -14,7 +14,7 @@ from typing import Any
 
 from agents.engine.cost import ModelPrice
 from agents.engine.routing import ClassificationRule
-from agents.models import Agent, AgentDelegation, AgentFile, ModelProfile, RoutingRule
+from agents.models import Agent, AgentDelegation, AgentFile, AgentRole, ModelProfile, RoutingRule
 from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 
@@ -103,6 +103,19 @@ class ResolvedAgent:
     stop_after_tokens: int | None = None
     delegates: tuple[DelegateLink, ...] = ()
     routes: tuple[RouteRule, ...] = ()
+    # The tenant's title and summarizer agents' models, when it has such agents (G4).
+    title_model: ModelConfig | None = None
+    summary_model: ModelConfig | None = None
+
+    @property
+    def light_title_model(self) -> ModelConfig | None:
+        """Titles: the tenant's title agent, else the cheap model (else the main one)."""
+        return self.title_model or self.cheap_model
+
+    @property
+    def light_summary_model(self) -> ModelConfig | None:
+        """Summaries: the tenant's summarizer agent, else the cheap model (else the main one)."""
+        return self.summary_model or self.cheap_model
 
     def context_files(self, user_id: int | None) -> dict[str, str]:
         """The agent's files with the user's own copies taking precedence (G3)."""
@@ -190,7 +203,20 @@ def _load(agent_id: int) -> ResolvedAgent:
         stop_after_tokens=agent.stop_after_tokens,
         delegates=_delegates(agent),
         routes=_routes(agent),
+        title_model=_role_model(agent.tenant_id, AgentRole.TITLE),
+        summary_model=_role_model(agent.tenant_id, AgentRole.SUMMARIZER),
     )
+
+
+def _role_model(tenant_id: int, role: str) -> ModelConfig | None:
+    """The model of the tenant's (first enabled) agent with ``role``, if any."""
+    agent = (
+        Agent._base_manager.select_related("model__provider")
+        .filter(tenant_id=tenant_id, role=role, enabled=True, model__tenant_id=tenant_id)
+        .order_by("id")
+        .first()
+    )
+    return model_config(agent.model) if agent is not None else None
 
 
 def _delegates(agent: Agent) -> tuple[DelegateLink, ...]:

@@ -33,7 +33,8 @@ SIDEBAR_SESSIONS = 50
 COMMAND_HINTS: dict[str, str] = {
     "help": "list the commands",
     "new": "start a new conversation thread",
-    "clear": "start a new conversation thread",
+    "clear": "clear the agent's context (history is kept)",
+    "skills": "list the agent's skills; /skills <name> activates one",
     "undo": "take back the last turn",
     "redo": "bring back an undone turn",
     "compact": "summarise older history now",
