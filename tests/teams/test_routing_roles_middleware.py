@@ -147,4 +147,5 @@ def test_middleware_is_installed_by_agent_setting(live_agent):
     ts.agent.save()
     installed = run_middleware(resolve_agent(ts.agent.pk))
     assert [type(m).__name__ for m in installed] == ["AutoCompactMiddleware", "StopMiddleware"]
-    assert installed[0].threshold == 50_000 and installed[1].max_tokens == 9_000
+    assert installed[0].threshold == 50_000
+    assert installed[1].max_tokens == 9_000
