@@ -40,11 +40,13 @@ def test_clear_empties_the_context_and_keeps_the_history(live_agent, fake_llm):
     fake_llm.script(FakeTurn(text="Noted the blue door."), FakeTurn(text="What door?"))
     assert chat(session, "our door is the blue door").status == "completed"
     reply = chat(session, "/clear")
-    assert reply.command == "clear" and "history is kept" in reply.text
+    assert reply.command == "clear"
+    assert "history is kept" in reply.text
     assert chat(session, "which door?").status == "completed"
     assert "blue door" not in all_text(fake_llm.requests[-1])
     kept = Message.objects.unscoped().filter(session=session, state=MessageState.CLEARED)
-    assert kept.count() == 2 and "blue door" in str(kept.first().parts)
+    assert kept.count() == 2
+    assert "blue door" in str(kept.first().parts)
     assert "2 messages" in reply.text
 
 
@@ -55,7 +57,8 @@ def test_skills_lists_and_activates_a_skill(live_agent, fake_llm):
     )
     session = do_create_session(ts.agent, user=ts.member, title="skills")
     listed = chat(session, "/skills")
-    assert "release-notes: Write release notes." in listed.text and "/skills <name>" in listed.text
+    assert "release-notes: Write release notes." in listed.text
+    assert "/skills <name>" in listed.text
     assert "No skill 'nope'" in chat(session, "/skills nope").text
     activated = chat(session, "/skills release-notes")
     assert "activated" in activated.text
