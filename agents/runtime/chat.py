@@ -39,6 +39,7 @@ from agents.engine.turn import (
     run_turn,
 )
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
+from agents.runtime.agent_command import agent_command
 from agents.runtime.context_commands import clear_command, skills_command
 from agents.runtime.groups import addresses_agent
 from agents.runtime.llm import model_spec
@@ -60,6 +61,7 @@ HELP_TEXT = """Commands:
 /compact          summarise older history now (also /summarize)
 /model [name]     show or switch this session's model; /model default resets
 /models           list the models you can switch to
+/agent [slug]     show or switch the agent of this chat (also ends a handoff)
 /tools            the tools this agent may use
 /status           agent, model, tokens and cost of this session
 /stop             stop the running reply
@@ -531,6 +533,7 @@ _COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "new": _new,
     "clear": clear_command,
     "skills": skills_command,
+    "agent": agent_command,
     "thread": _switch,
     "resume": _switch,
     "undo": _undo,

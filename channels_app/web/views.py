@@ -41,6 +41,7 @@ COMMAND_HINTS: dict[str, str] = {
     "summarize": "summarise older history now",
     "model": "show or switch this session's model",
     "models": "list the models you can switch to",
+    "agent": "show or switch the agent of this chat",
     "tools": "the tools this agent may use",
     "status": "agent, model, tokens and cost",
     "stop": "stop the running reply",

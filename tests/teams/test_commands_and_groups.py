@@ -90,3 +90,24 @@ def test_a_group_session_without_a_mention_gets_no_reply(live_agent, fake_llm):
     other = do_send_message(session, "the a assistants are busy", acting_user=ts.member)
     assert execute_run(other.pk, wait=True) == "completed"
     assert len(fake_llm.requests) == 2
+
+
+def test_agent_switches_the_chat_to_another_agent_and_ends_a_handoff(live_agent, tenant_b, fake_llm):
+    from agents.models import Agent
+    from tests.teams.conftest import make_agent
+
+    ts = live_agent
+    writer = make_agent(ts, "writer", "Writer")
+    session = do_create_session(ts.agent, user=ts.member, title="pick")
+    Session.objects.unscoped().filter(pk=session.pk).update(handed_off_from=writer)
+    assert "writer (Writer)" in chat(session, "/agent").text
+    # Another tenant's agent is unknown here, whatever its slug.
+    assert tenant_b.agent.slug == "assistant"
+    Agent.objects.unscoped().filter(pk=tenant_b.agent.pk).update(slug="foreign")
+    assert "No agent 'foreign'" in chat(session, "/agent foreign").text
+    assert "Switched this chat to Writer" in chat(session, "/agent writer").text
+    session.refresh_from_db()
+    assert (session.agent_id, session.handed_off_from_id) == (writer.pk, None)
+    fake_llm.script(FakeTurn(text="Writer here."))
+    assert chat(session, "hello").text == "Writer here."
+    assert "You are Writer." in fake_llm.requests[0].json["messages"][0]["content"]

@@ -14,7 +14,7 @@
   const data = JSON.parse(document.getElementById("chat-data").textContent);
   const render = window.ClawRender;
   const UNFINISHED = new Set(["queued", "running", "awaiting_approval"]);
-  const HISTORY_COMMANDS = new Set(["new", "clear", "skills", "undo", "redo", "compact", "summarize", "thread", "resume"]);
+  const HISTORY_COMMANDS = new Set(["new", "clear", "skills", "agent", "undo", "redo", "compact", "summarize", "thread", "resume"]);
   const RESYNC_AFTER_MS = 1200;
   // A running run we have heard nothing of for this long is read again from the
   // server: a relayed frame can be lost (the layer dropped it), and if it was the
