@@ -36,6 +36,7 @@ class Session(TenantOwned):
     depth = models.PositiveSmallIntegerField(default=0)
     is_group = models.BooleanField(
         default=False,
+        db_default=False,
         help_text="A group chat: the agent answers only messages that mention it (its name or @slug).",
     )
     handed_off_from = models.ForeignKey(
