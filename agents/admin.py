@@ -30,6 +30,7 @@ from agents.models import (
     Session,
     UsageRecord,
 )
+from agents.team_admin import TEAM_INLINES
 from claw_platform.admin.scoped import (
     MemberRuleMixin,
     TenantScopedAdmin,
@@ -119,7 +120,7 @@ class AgentAdmin(TenantScopedAdmin):
     list_filter = ["role", "agent_type", "enabled"]
     search_fields = ["name", "slug", "description"]
     autocomplete_fields = ["model", "cheap_model"]
-    inlines = [AgentFileInline, *AGENT_TOOL_INLINES]
+    inlines = [AgentFileInline, *AGENT_TOOL_INLINES, *TEAM_INLINES]
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "enabled", "agent_type", "role"]}),
         ("Model", {"fields": ["model", "cheap_model", "temperature", "show_thinking", "trace_verbose"]}),
@@ -146,6 +147,7 @@ class AgentAdmin(TenantScopedAdmin):
             },
         ),
         ("Safety and locale", {"fields": ["input_guard_mode", "timezone"]}),
+        ("Run middleware", {"fields": ["auto_compact_tokens", "stop_after_tokens"]}),
     ]
 
     def audit_snapshot(self, obj: Any) -> dict[str, Any]:
@@ -287,6 +289,8 @@ class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
         "agent",
         "session",
         "status",
+        "model_name",
+        "model_route",
         "attempt",
         "lease_owner",
         "created_at",

@@ -9,7 +9,7 @@ from django.db.models import F, Q
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
-from agents.models import Agent, AgentFile, LLMProvider, ModelProfile
+from agents.models import Agent, AgentDelegation, AgentFile, LLMProvider, ModelProfile, RoutingRule
 from agents.runtime.resolution import invalidate
 
 
@@ -23,7 +23,17 @@ def _bump(agents: Any) -> None:
 
 @receiver(post_save, sender=Agent)
 def _agent_saved(sender: Any, instance: Agent, **kwargs: Any) -> None:
-    _bump(Agent._base_manager.filter(pk=instance.pk))
+    # Every agent of the tenant: those that list this one as a delegate show its name
+    # and description, and all use the tenant's title and summarizer agents (G4).
+    _bump(Agent._base_manager.filter(tenant_id=instance.tenant_id))
+
+
+@receiver(post_save, sender=AgentDelegation)
+@receiver(post_delete, sender=AgentDelegation)
+@receiver(post_save, sender=RoutingRule)
+@receiver(post_delete, sender=RoutingRule)
+def _team_config_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+    _bump(Agent._base_manager.filter(pk=instance.agent_id))
 
 
 @receiver(post_save, sender=AgentFile)
@@ -35,13 +45,19 @@ def _file_changed(sender: Any, instance: AgentFile, **kwargs: Any) -> None:
 @receiver(post_save, sender=ModelProfile)
 @receiver(post_delete, sender=ModelProfile)
 def _model_changed(sender: Any, instance: ModelProfile, **kwargs: Any) -> None:
-    _bump(Agent._base_manager.filter(Q(model_id=instance.pk) | Q(cheap_model_id=instance.pk)))
+    _bump(
+        Agent._base_manager.filter(
+            Q(model_id=instance.pk) | Q(cheap_model_id=instance.pk) | Q(routing_rules__model_id=instance.pk)
+        ).distinct()
+    )
 
 
 @receiver(post_save, sender=LLMProvider)
 def _provider_changed(sender: Any, instance: LLMProvider, **kwargs: Any) -> None:
     _bump(
         Agent._base_manager.filter(
-            Q(model__provider_id=instance.pk) | Q(cheap_model__provider_id=instance.pk)
-        )
+            Q(model__provider_id=instance.pk)
+            | Q(cheap_model__provider_id=instance.pk)
+            | Q(routing_rules__model__provider_id=instance.pk)
+        ).distinct()
     )

@@ -16,6 +16,7 @@ from agents.models import (
     ApprovalRequest,
     MessageState,
     Run,
+    RunEvent,
     RunStatus,
     Session,
     ToolCallMark,
@@ -98,6 +99,11 @@ def _states(turns: list[Turn]) -> list[dict[str, Any]]:
         ).values_list("turn_id", "call_id", "result"):
             if result is not None:
                 marks.setdefault(turn_id, {})[call_id] = _display_part(result)
+    handoffs: dict[int, list[dict[str, Any]]] = {}
+    for run_id, payload in RunEvent._base_manager.filter(
+        run_id__in=[r.pk for r in runs.values()], tenant_id=tenant_id, type="handoff"
+    ).values_list("run_id", "payload"):
+        handoffs.setdefault(run_id, []).append(payload)
     states = []
     for turn in turns:
         if turn.pk not in visible_turns:
@@ -128,6 +134,8 @@ def _states(turns: list[Turn]) -> list[dict[str, Any]]:
                 # The delivered reply (sanitized, with the failed-tools footer).
                 "reply": turn.response_text,
                 "approvals": approvals.get(run.pk, []) if run is not None else [],
+                # G5: "<agent> handed this chat over to <agent>" notes.
+                "handoffs": handoffs.get(run.pk, []) if run is not None else [],
             }
         )
     return states

@@ -208,6 +208,19 @@ def _agent_tool_config(agent: Any) -> tuple[Any, AgentPolicy]:
     return config, policy
 
 
+def role_denied_tools(agent: Any, session: Any, toolsets: Sequence[ToolSet]) -> frozenset[str]:
+    """Tools the agent's role and team leave out (G4, G5): ``delegate`` without
+    anyone to delegate to (nor an agent to hand back to); for a task agent every
+    tool that is not read-only, and spawning."""
+    denied: set[str] = set()
+    if not getattr(agent, "delegates", ()) and not getattr(session, "handed_off_from_id", None):
+        denied.add("delegate")
+    if getattr(agent, "role", "") == "task":
+        denied |= {"delegate", "sub_agent"}
+        denied |= {tool.name for toolset in toolsets for tool in toolset.tools() if not tool.traits.read_only}
+    return frozenset(denied)
+
+
 def load_run_tools(
     agent: Any,
     session: Any,
@@ -239,6 +252,8 @@ def load_run_tools(
     if not agent.model.supports_tools:
         allowed = frozenset()
     denied = frozenset(parse_name_list(config.denied_tools)) if config is not None else frozenset()
+    toolsets = [builtin_registry, *(extensions.toolsets if extensions is not None else [])]
+    denied |= role_denied_tools(agent, session, toolsets)
     workspace = ensure_workspace(
         workspace_path(
             tenant_id=session.tenant_id,
@@ -266,7 +281,7 @@ def load_run_tools(
         execution_for=execution_resolver(policy),
     )
     return ConfiguredToolExecutor(
-        [builtin_registry, *(extensions.toolsets if extensions is not None else [])],
+        toolsets,
         approval=ApprovalPolicy(policy, grants, workspace=workspace),
         context=context,
         allowed=allowed,

@@ -24,6 +24,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "redo": ("redo",),
     "model": ("model",),
     "models": ("models",),
+    "agent": ("agent", "agents"),
     "tools": ("tools",),
     "skills": ("skills",),
     "status": ("status",),

@@ -159,6 +159,9 @@ def _local_now(ctx: PromptContext) -> tuple[datetime, str]:
 
 def _ordered_files(ctx: PromptContext, mode: str) -> list[tuple[str, str]]:
     files = dict(ctx.context_files)
+    # Their content goes into the Delegation and Team sections.
+    files.pop("DELEGATION.md", None)
+    files.pop("TEAM.md", None)
     if ctx.is_group_chat:
         files.pop("MEMORY.md", None)
     if not ctx.is_first_run:
@@ -364,26 +367,35 @@ def _delegation(ctx: PromptContext) -> str:
     targets = list(ctx.delegation_targets)
     if not targets:
         return ""
+    notes = ctx.context_files.get("DELEGATION.md", "").strip()
     if len(targets) > INLINE_LIST_MAX:
-        return (
+        lines = [
             f"## Delegation\n{len(targets)} agents can take work from you. Search for the "
             f"right one with `{ctx.delegation_tool}` (action: search) before handing off."
-        )
-    lines = [
-        "## Delegation",
-        f"You can hand work to these agents with `{ctx.delegation_tool}`:",
-    ]
-    lines += [f"- {t.name}: {_first_line(t.description)}" if t.description else f"- {t.name}"
-              for t in targets]  # fmt: skip
+        ]
+    else:
+        lines = [
+            "## Delegation",
+            f"You can hand work to these agents with `{ctx.delegation_tool}` "
+            "(action consult: ask and get the answer back; action handoff: they take over this chat):",
+        ]
+        lines += [f"- {t.name}: {_first_line(t.description)}" if t.description else f"- {t.name}"
+                  for t in targets]  # fmt: skip
+    if notes:
+        lines.append(notes)
     return "\n".join(lines)
 
 
 def _team(ctx: PromptContext) -> str:
-    if not ctx.team_name:
+    notes = ctx.context_files.get("TEAM.md", "").strip()
+    if not ctx.team_name and not notes:
         return ""
-    lines = [f"## Team\nYou lead the team {ctx.team_name}. Teammates:"]
-    lines += [f"- {m.name}: {_first_line(m.description)}" if m.description else f"- {m.name}"
-              for m in ctx.team_members]  # fmt: skip
+    lines = [f"## Team\nYou lead the team {ctx.team_name}. Teammates:"] if ctx.team_name else ["## Team"]
+    if ctx.team_name:
+        lines += [f"- {m.name}: {_first_line(m.description)}" if m.description else f"- {m.name}"
+                  for m in ctx.team_members]  # fmt: skip
+    if notes:
+        lines.append(notes)
     return "\n".join(lines)
 
 

@@ -214,6 +214,28 @@ class CostCapMiddleware:
         return CONTINUE
 
 
+class StopMiddleware:
+    """Stop a run once it has used ``max_tokens`` tokens, input and output, its
+    sub-agents' and consulted agents' included (E25: an agent setting)."""
+
+    def __init__(self, max_tokens: int) -> None:
+        self.max_tokens = max_tokens
+
+    async def before_turn(self, stats: TurnStats) -> MiddlewareResult:
+        used = stats.totals.usage.input_tokens + stats.totals.usage.output_tokens
+        if used >= self.max_tokens:
+            return MiddlewareResult(
+                "stop",
+                f"I stopped because this run used its token limit ({used:,} of {self.max_tokens:,} "
+                "tokens). Send another message to let me continue.",
+                {"tokens": used, "limit": self.max_tokens},
+            )
+        return CONTINUE
+
+    async def after_turn(self, stats: TurnStats) -> MiddlewareResult:
+        return CONTINUE
+
+
 # ---------------------------------------------------------------- helpers
 
 
@@ -293,6 +315,8 @@ async def run_turn(
     middleware: Sequence[Middleware] = (),
     deliver: Deliver | None = None,
     save_title: TitleSaver | None = None,
+    title_model: ModelSpec | None = None,
+    listen_only: bool = False,
 ) -> TurnResult:
     """Handle one user message: hooks, guard, history, prompt, loop, reply, compaction.
 
@@ -359,6 +383,12 @@ async def run_turn(
     if guard.blocked:
         result = TurnResult("failed", model=model.model, error=guard.notice, notices=[guard.notice or ""])
         return await _finish(deps, result)
+    if listen_only:
+        # E16: a group message that does not address the agent is kept as context
+        # of later turns, and gets no reply (no LLM call).
+        await deps.store.persist_step(StepRecord(0, [Message.user(guard.text)], [], None))
+        result = TurnResult("completed", model="", silent=True, handled_without_llm=True)
+        return await _finish(deps, result)
     notices = [guard.notice] if guard.truncated and guard.notice else []
 
     parts: list[Part] = []
@@ -379,7 +409,7 @@ async def run_turn(
     title_task = None
     if cfg.generate_title and save_title is not None and not state.messages and not state.summary:
         title_task = start_title_generation(
-            guard.text, main=model, cheap=cheap_model, save=save_title, events=deps.events
+            guard.text, main=model, cheap=title_model or cheap_model, save=save_title, events=deps.events
         )
     try:
         result = await _run_loop(deps, state, working_tail=[user_message], unsaved=[user_message])

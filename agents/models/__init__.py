@@ -43,6 +43,7 @@ from agents.models.runs import (
     RunEvent,
     RunStatus,
 )
+from agents.models.teams import AgentDelegation, DelegationMode, RoutingRule
 from agents.models.usage import UsagePurpose, UsageRecord
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "MAX_CONTEXT_FILE_CHARS",
     "ActionKind",
     "Agent",
+    "AgentDelegation",
     "AgentFile",
     "AgentRevision",
     "AgentRole",
@@ -60,6 +62,7 @@ __all__ = [
     "ApprovalStatus",
     "BusyPolicy",
     "Checkpoint",
+    "DelegationMode",
     "FireState",
     "InputGuardMode",
     "LLMProvider",
@@ -77,6 +80,7 @@ __all__ = [
     "RoutineRun",
     "RoutineRunStatus",
     "RoutineStatus",
+    "RoutingRule",
     "Run",
     "RunEvent",
     "RunStatus",

@@ -22,6 +22,8 @@ CONTEXT_FILE_NAMES = (
     "HEARTBEAT.md",
     "BOOTSTRAP.md",
     "MEMORY.md",
+    "DELEGATION.md",
+    "TEAM.md",
 )
 
 
@@ -123,6 +125,21 @@ class Agent(TenantOwned):
         default=False,
         help_text="Keep each LLM call's and tool call's inputs and outputs in the run's trace "
         "(up to 50,000 characters each); otherwise only a 500-character preview of outputs.",
+    )
+    # Run middleware (E25), installed when set.
+    auto_compact_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1_000)],
+        help_text="Auto-compact middleware: compact mid-run once the context reaches this many "
+        "tokens (OpenCode uses 200000). Empty: off.",
+    )
+    stop_after_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text="Stop middleware: a run ends with a note once it has used this many tokens "
+        "(input + output, sub-agents and consulted agents included). Empty: off.",
     )
     busy_policy = models.CharField(max_length=16, choices=BusyPolicy.choices, default=BusyPolicy.QUEUE)
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])

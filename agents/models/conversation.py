@@ -34,6 +34,19 @@ class Session(TenantOwned):
         help_text="The parent session of a sub-agent's session.",
     )
     depth = models.PositiveSmallIntegerField(default=0)
+    is_group = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="A group chat: the agent answers only messages that mention it (its name or @slug).",
+    )
+    handed_off_from = models.ForeignKey(
+        "agents.Agent",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The agent that handed this chat over to the current one (G5); it may be handed back.",
+    )
     title = models.CharField(max_length=200, blank=True)
     # channel:sender:thread for sessions opened from outside (S5).
     external_key = models.CharField(max_length=300, null=True, blank=True)  # noqa: DJ001  (NULL: no key; unique when set)
@@ -148,6 +161,7 @@ class MessageState(models.TextChoices):
     ACTIVE = "active", "Active"
     COMPACTED = "compacted", "Compacted (covered by the summary)"
     UNDONE = "undone", "Undone"
+    CLEARED = "cleared", "Cleared from the context (/clear), kept in history"
 
 
 class Message(TenantOwned):

@@ -42,6 +42,10 @@ class Run(TenantOwned):
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    # The model the run used and why (E22): session (/model), rule (its name) or default.
+    # A database default too: the message batch inserts runs with raw SQL.
+    model_name = models.CharField(max_length=300, blank=True, default="", db_default="")
+    model_route = models.CharField(max_length=120, blank=True, default="", db_default="")
     attempt = models.PositiveIntegerField(default=0, help_text="How many times a worker claimed it.")
     lease_owner = models.CharField(max_length=200, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

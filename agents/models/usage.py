@@ -17,6 +17,7 @@ class UsagePurpose(models.TextChoices):
     SUMMARY = "summary", "Summary"
     FLUSH = "flush", "Memory flush"
     SUB_AGENT = "sub_agent", "Sub-agent"
+    DELEGATE = "delegate", "Consulted agent"
 
 
 class UsageRecord(TenantOwned):
@@ -26,6 +27,11 @@ class UsageRecord(TenantOwned):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+")
     session = models.ForeignKey("agents.Session", on_delete=models.SET_NULL, null=True, related_name="+")
     turn = models.ForeignKey("agents.Turn", on_delete=models.SET_NULL, null=True, related_name="+")
+    # For a sub-agent's or a consulted agent's calls: the run they were made for, whose
+    # budgets they count against (G5, E20).
+    parent_run = models.ForeignKey(
+        "agents.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     provider = models.CharField(max_length=100)
     model = models.CharField(max_length=200)
     purpose = models.CharField(max_length=16, choices=UsagePurpose.choices, default=UsagePurpose.AGENT_LOOP)

@@ -28,12 +28,24 @@ from agents.engine.commands import SlashCommand, parse_slash_command
 from agents.engine.compaction import CompactionSettings
 from agents.engine.history import PruneSettings
 from agents.engine.interfaces import CancelToken, EventSink, HookRunner, RunContext, ToolExecutor, UsageRecord
-from agents.engine.prompt import PromptContext
+from agents.engine.prompt import DelegationTarget, PromptContext
 from agents.engine.streaming import DEFAULT_COALESCE_SECONDS
-from agents.engine.turn import TurnConfig, TurnResult, compact_session, resume_turn, run_turn
+from agents.engine.turn import (
+    AutoCompactMiddleware,
+    StopMiddleware,
+    TurnConfig,
+    TurnResult,
+    compact_session,
+    resume_turn,
+    run_turn,
+)
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
+from agents.runtime.agent_command import agent_command
+from agents.runtime.context_commands import clear_command, skills_command
+from agents.runtime.groups import addresses_agent
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
+from agents.runtime.routing import choose_model, record_run_model
 from agents.runtime.store import DjangoRunStore, TurnBinding
 from agents.runtime.tools import close_tools, registry_hooks, registry_tools, tool_skills
 from channels_app.prompt_facts import CHANNEL_KINDS, with_channel_facts
@@ -43,12 +55,15 @@ from claw_platform.tenancy.context import tenant_context
 VERSION = "0.1.0"
 
 HELP_TEXT = """Commands:
-/new, /clear      start a new conversation thread
+/new              start a new conversation thread
+/clear            clear the agent's context (the history is kept)
+/skills [name]    list the agent's skills, or activate one
 /thread <id>      switch to a thread; /resume <id> too
 /undo, /redo      take back the last turn, or bring it back
 /compact          summarise older history now (also /summarize)
 /model [name]     show or switch this session's model; /model default resets
 /models           list the models you can switch to
+/agent [slug]     show or switch the agent of this chat (also ends a handoff)
 /tools            the tools this agent may use
 /status           agent, model, tokens and cost of this session
 /stop             stop the running reply
@@ -149,8 +164,10 @@ def prompt_context(
         user_id=str(session.user_id) if session.user_id else None,
         timezone=agent.timezone,
         channel=session.channel,
+        is_group_chat=session.is_group,
         is_first_run=first_run,
         is_subagent=session.depth > 0,
+        delegation_targets=[DelegationTarget(f"{d.name} ({d.slug})", d.description) for d in agent.delegates],
         model=model.model,
         provider=model.provider_name,
         session_id=str(session.pk),
@@ -199,8 +216,14 @@ async def run_started_turn(
     is called once the run is set up (model, tools, hooks, prompt), before the
     engine starts."""
     store = DjangoRunStore(_binding(session, turn))
-    # Only an overridden model is read from the database.
-    model_cfg = await db_async(_session_model)(session, agent) if session.model_override_id else agent.model
+    # Only an overridden model is read from the database; else the agent's routing
+    # rules (E22) pick one for this message, and the run records the choice.
+    if session.model_override_id:
+        model_cfg, route = await db_async(_session_model)(session, agent), "session"
+    else:
+        model_cfg, route = choose_model(agent, session.channel, text)
+    if run_id and (route != "default" or agent.routes):
+        await db_async(record_run_model)(run_id, model_cfg, route)
     tools = await tools_factory(agent, session)
     try:
         hooks = hooks if hooks is not None else await registry_hooks(agent, session, tools)
@@ -252,7 +275,8 @@ async def _drive_turn(
         channel=session.channel,
         depth=session.depth,
         cancel=cancel or CancelToken(),
-        extra={"timezone": agent.timezone},
+        # The delegate tool announces a handoff on the run's live stream (G5).
+        extra={"timezone": agent.timezone, "events": events},
     )
     first_run = turn.number == 1 and not session.title
     prompt = prompt_context(agent, session, tools, model_cfg, first_run=first_run)
@@ -260,7 +284,12 @@ async def _drive_turn(
         # A chat platform's conversation: a group leaves personal memory out (E16),
         # the channel may add to the prompt (CH4).
         prompt = await db_async(with_channel_facts)(prompt, session.pk)
-    cheap = model_spec(agent.cheap_model) if agent.cheap_model else None
+    # G4: summaries on the tenant's summarizer agent's model, titles on its title
+    # agent's; else the agent's cheap model; else (the engine falls back) its main one.
+    summary = agent.light_summary_model
+    cheap = model_spec(summary) if summary else None
+    titles = agent.light_title_model
+    title_model = model_spec(titles) if titles else None
 
     async def save_title(title: str, usage: list[UsageRecord]) -> None:
         await db_async(do_set_title)(session, title)
@@ -270,6 +299,7 @@ async def _drive_turn(
         await db_async(_remember)(session, fact)
         return f"Noted. I'll remember: {fact}"
 
+    middleware = run_middleware(agent)
     if on_ready is not None:
         on_ready()
     # Every LLM call of this run (titles, compaction, sub-agents too) is charged to
@@ -291,6 +321,7 @@ async def _drive_turn(
                     events=events,
                     hooks=hooks,
                     cheap_model=cheap,
+                    middleware=middleware,
                 )
             else:
                 result = await run_turn(
@@ -306,6 +337,9 @@ async def _drive_turn(
                     cheap_model=cheap,
                     remember=remember,
                     save_title=save_title if not session.title else None,
+                    middleware=middleware,
+                    title_model=title_model,
+                    listen_only=session.is_group and not addresses_agent(text, agent),
                 )
     except BaseException as exc:
         # The engine turns provider faults into a failed TurnResult; a bug that
@@ -317,6 +351,17 @@ async def _drive_turn(
         raise
     await db_async(do_finish_turn)(turn, status=result.status, text=result.text, error=result.error or "")
     return ChatReply(result.text, result.status, turn=result, turn_id=turn.pk, notices=list(result.notices))
+
+
+def run_middleware(agent: ResolvedAgent) -> list[Any]:
+    """The middleware the agent's settings install (E25). The cost cap is the
+    budgets' (not installed here)."""
+    middleware: list[Any] = []
+    if agent.auto_compact_tokens:
+        middleware.append(AutoCompactMiddleware(agent.auto_compact_tokens))
+    if agent.stop_after_tokens:
+        middleware.append(StopMiddleware(agent.stop_after_tokens))
+    return middleware
 
 
 def _start_turn(session: Session, text: str) -> Turn:
@@ -481,7 +526,7 @@ async def _compact(
                 ctx=ctx,
                 prompt=prompt_context(agent, session, tools, model_cfg, first_run=False),
                 config=turn_config(agent, model_cfg),
-                cheap_model=model_spec(agent.cheap_model) if agent.cheap_model else None,
+                cheap_model=model_spec(agent.light_summary_model) if agent.light_summary_model else None,
                 strategy="summarize",
             )
     finally:
@@ -510,7 +555,9 @@ _COMMANDS: dict[str, Callable[..., Awaitable[str]]] = {
     "ping": _ping,
     "version": _version,
     "new": _new,
-    "clear": _new,
+    "clear": clear_command,
+    "skills": skills_command,
+    "agent": agent_command,
     "thread": _switch,
     "resume": _switch,
     "undo": _undo,

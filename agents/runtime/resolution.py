@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.engine.cost import ModelPrice
-from agents.models import Agent, AgentFile, ModelProfile
+from agents.engine.routing import ClassificationRule
+from agents.models import Agent, AgentDelegation, AgentFile, AgentRole, ModelProfile, RoutingRule
 from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 
@@ -49,6 +50,29 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class DelegateLink:
+    """An agent this one may consult or hand off to (G5)."""
+
+    target_id: int
+    slug: str
+    name: str
+    description: str
+    consult: bool
+    handoff: bool
+
+
+@dataclass(frozen=True)
+class RouteRule:
+    """One routing rule (E22): when ``rule`` matches a message of ``channel`` (empty:
+    any), the turn uses ``model``."""
+
+    name: str
+    channel: str
+    rule: ClassificationRule
+    model: ModelConfig
+
+
+@dataclass(frozen=True)
 class ResolvedAgent:
     agent_id: int
     tenant_id: int
@@ -76,6 +100,23 @@ class ResolvedAgent:
     # (user id or None, file name) -> content
     files: dict[tuple[int | None, str], str]
     trace_verbose: bool = False
+    auto_compact_tokens: int | None = None
+    stop_after_tokens: int | None = None
+    delegates: tuple[DelegateLink, ...] = ()
+    routes: tuple[RouteRule, ...] = ()
+    # The tenant's title and summarizer agents' models, when it has such agents (G4).
+    title_model: ModelConfig | None = None
+    summary_model: ModelConfig | None = None
+
+    @property
+    def light_title_model(self) -> ModelConfig | None:
+        """Titles: the tenant's title agent, else the cheap model (else the main one)."""
+        return self.title_model or self.cheap_model
+
+    @property
+    def light_summary_model(self) -> ModelConfig | None:
+        """Summaries: the tenant's summarizer agent, else the cheap model (else the main one)."""
+        return self.summary_model or self.cheap_model
 
     def context_files(self, user_id: int | None) -> dict[str, str]:
         """The agent's files with the user's own copies taking precedence (G3)."""
@@ -160,6 +201,71 @@ def _load(agent_id: int) -> ResolvedAgent:
         enabled=agent.enabled,
         files=files,
         trace_verbose=agent.trace_verbose,
+        auto_compact_tokens=agent.auto_compact_tokens,
+        stop_after_tokens=agent.stop_after_tokens,
+        delegates=_delegates(agent),
+        routes=_routes(agent),
+        title_model=_role_model(agent.tenant_id, AgentRole.TITLE),
+        summary_model=_role_model(agent.tenant_id, AgentRole.SUMMARIZER),
+    )
+
+
+def _role_model(tenant_id: int, role: str) -> ModelConfig | None:
+    """The model of the tenant's (first enabled) agent with ``role``, if any."""
+    agent = (
+        Agent._base_manager.select_related("model__provider")
+        .filter(tenant_id=tenant_id, role=role, enabled=True, model__tenant_id=tenant_id)
+        .order_by("id")
+        .first()
+    )
+    return model_config(agent.model) if agent is not None else None
+
+
+def _delegates(agent: Agent) -> tuple[DelegateLink, ...]:
+    links = (
+        AgentDelegation._base_manager.select_related("target")
+        .filter(agent_id=agent.pk, tenant_id=agent.tenant_id, target__tenant_id=agent.tenant_id)
+        .order_by("id")
+    )
+    return tuple(
+        DelegateLink(
+            target_id=link.target_id,
+            slug=link.target.slug,
+            name=link.target.name,
+            description=link.description or link.target.description,
+            consult=link.allows_consult,
+            handoff=link.allows_handoff,
+        )
+        for link in links
+    )
+
+
+def _words(text: str, *, commas: bool) -> tuple[str, ...]:
+    pieces = text.replace(",", "\n").splitlines() if commas else text.splitlines()
+    return tuple(p.strip() for p in pieces if p.strip())
+
+
+def _routes(agent: Agent) -> tuple[RouteRule, ...]:
+    rules = (
+        RoutingRule._base_manager.select_related("model__provider")
+        .filter(agent_id=agent.pk, tenant_id=agent.tenant_id, enabled=True, model__tenant_id=agent.tenant_id)
+        .order_by("-priority", "id")
+    )
+    return tuple(
+        RouteRule(
+            name=rule.name,
+            channel=rule.channel.strip(),
+            rule=ClassificationRule(
+                hint=str(rule.pk),
+                keywords=_words(rule.keywords, commas=True),
+                patterns=_words(rule.patterns, commas=False),
+                min_length=rule.min_length,
+                max_length=rule.max_length,
+                priority=rule.priority,
+            ),
+            model=model_config(rule.model),
+        )
+        for rule in rules
     )
 
 

@@ -37,6 +37,8 @@ class TurnBinding:
     turn_id: int
     agent_id: int
     user_id: int | None
+    # A sub-agent's or consulted agent's store: the run its usage counts against.
+    parent_run_id: int | None = None
 
 
 # Data-modifying CTEs run in one snapshot and commit together. Messages are numbered
@@ -52,10 +54,10 @@ WITH t AS (
            'active', now()
     FROM t, jsonb_array_elements(%(messages)s) WITH ORDINALITY AS m(msg, ord)
 ), usage AS (
-    INSERT INTO agents_usagerecord (tenant_id, agent_id, user_id, session_id, turn_id, provider, model, purpose,
-        input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost, latency_ms, stop_reason,
-        error, counted, created_at)
-    SELECT %(tenant)s, %(agent)s, %(user)s, %(session)s, %(turn)s, u.provider, u.model, u.purpose,
+    INSERT INTO agents_usagerecord (tenant_id, agent_id, user_id, session_id, turn_id, parent_run_id, provider,
+        model, purpose, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost, latency_ms,
+        stop_reason, error, counted, created_at)
+    SELECT %(tenant)s, %(agent)s, %(user)s, %(session)s, %(turn)s, %(parent_run)s, u.provider, u.model, u.purpose,
         u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost, u.latency_ms,
         u.stop_reason, u.error, false, now()
     FROM jsonb_to_recordset(%(usage)s) AS u(provider text, model text, purpose text, input_tokens int,
@@ -182,6 +184,7 @@ class DjangoRunStore:
             "turn": b.turn_id,
             "agent": b.agent_id,
             "user": b.user_id,
+            "parent_run": b.parent_run_id,
             "n": len(step.messages),
             "messages": Jsonb([m.to_dict() for m in step.messages]),
             "usage": Jsonb([_usage_row(r) for r in step.usage]),
@@ -209,6 +212,7 @@ class DjangoRunStore:
                     user_id=b.user_id,
                     session_id=b.session_id,
                     turn_id=b.turn_id,
+                    parent_run_id=b.parent_run_id,
                     provider=r.provider[:100],
                     model=r.model[:200],
                     purpose=r.purpose,
@@ -292,9 +296,10 @@ class DjangoChildSessions:
         self.parent = parent
 
     async def open_child(self, *, parent: Any, call_id: str, title: str) -> DjangoRunStore:
-        return await db_async(self._open)(title, call_id)
+        run_id = str(getattr(parent, "run_id", "") or "")
+        return await db_async(self._open)(title, call_id, int(run_id) if run_id.isdigit() else None)
 
-    def _open(self, title: str, call_id: str) -> DjangoRunStore:
+    def _open(self, title: str, call_id: str, parent_run_id: int | None = None) -> DjangoRunStore:
         from agents.actions.conversation import do_create_session, do_start_turn
 
         p = self.parent
@@ -308,5 +313,5 @@ class DjangoChildSessions:
         )
         turn = do_start_turn(child, title)
         return DjangoRunStore(
-            TurnBinding(p.tenant_id, child.pk, turn.thread_id, turn.pk, p.agent_id, p.user_id)
+            TurnBinding(p.tenant_id, child.pk, turn.thread_id, turn.pk, p.agent_id, p.user_id, parent_run_id)
         )

@@ -46,8 +46,8 @@ def agent_post(tenant_set, *, files=(), existing_files=(), **overrides):
     for i, row in enumerate(rows):
         for key, value in row.items():
             data[f"files-{i}-{key}"] = value
-    # The tool inlines (tools_app.admin), left empty here.
-    for prefix in ("tool_config", "tool_settings"):
+    # The tool, delegation and routing inlines, left empty here.
+    for prefix in ("tool_config", "tool_settings", "delegations", "routing_rules"):
         data.update(
             {
                 f"{prefix}-TOTAL_FORMS": "0",

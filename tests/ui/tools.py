@@ -29,7 +29,12 @@ SCRIPT_DETAILS = {
 }
 
 
-async def ui_tools(agent: Any, session: Any) -> FakeToolExecutor:
+async def ui_tools(agent: Any, session: Any) -> Any:
+    if getattr(agent, "delegates", ()):
+        # An agent with a team gets the real tools: its delegate tool hands off for real.
+        from agents.runtime.tools import registry_tools
+
+        return await registry_tools(agent, session)
     return FakeToolExecutor(
         FakeTool("lookup_weather", output="Sunny, 21 degrees", description="Today's weather in a city"),
         FakeTool(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tools_app.builtins.bash import BashTool
 from tools_app.builtins.calculate import CalculateTool
+from tools_app.builtins.delegate import DelegateTool
 from tools_app.builtins.files import (
     EditFileTool,
     GlobTool,
@@ -62,6 +63,7 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     SendMessageTool(),
     ExportChatTool(),
     SubAgentTool(),
+    DelegateTool(),
 )
 
 

@@ -14,7 +14,7 @@
   const data = JSON.parse(document.getElementById("chat-data").textContent);
   const render = window.ClawRender;
   const UNFINISHED = new Set(["queued", "running", "awaiting_approval"]);
-  const HISTORY_COMMANDS = new Set(["new", "clear", "undo", "redo", "compact", "summarize", "thread", "resume"]);
+  const HISTORY_COMMANDS = new Set(["new", "clear", "skills", "agent", "undo", "redo", "compact", "summarize", "thread", "resume"]);
   const RESYNC_AFTER_MS = 1200;
   // A running run we have heard nothing of for this long is read again from the
   // server: a relayed frame can be lost (the layer dropped it), and if it was the
@@ -41,6 +41,7 @@
     title: document.getElementById("chat-title"),
     usage: document.getElementById("usage"),
     connection: document.getElementById("connection"),
+    agentName: document.getElementById("agent-name"),
   };
 
   const session = Object.assign({}, data.session);
@@ -77,6 +78,7 @@
       for (const [callId, result] of Object.entries(state.pending.results || {})) setResult(turn, callId, result);
     }
     for (const approval of state.approvals || []) attachApproval(turn, approval);
+    for (const handoff of state.handoffs || []) addHandoff(turn, handoff);
     if (state.partial) turn.items.push({ kind: "text", text: state.partial, live: true });
     if (turn.run && turn.run.status === "completed" && state.reply) setFinalText(turn, state.reply);
     if (state.run) {
@@ -311,10 +313,25 @@
         endLiveText(turn);
         addUsage(payload);
         break;
+      case "handoff":
+        addHandoff(turn, payload);
+        break;
       default:
-        return; // handoff and future events: stored, nothing to draw yet
+        return; // future events: stored, nothing to draw yet
     }
     touch(turn);
+  }
+
+  function handoffText(handoff) {
+    const to = handoff.to_name || handoff.to || "another agent";
+    const from = handoff.from_name || handoff.from || "The agent";
+    return `${from} handed this chat over to ${to}` + (handoff.reason ? ` (${handoff.reason})` : "") + ".";
+  }
+
+  function addHandoff(turn, payload) {
+    if (turn.notes.some((note) => note.handoff === payload.to)) return;
+    turn.notes.push({ kind: "note", tone: "handoff", text: handoffText(payload), handoff: payload.to });
+    if (payload.to_name && el.agentName) el.agentName.textContent = payload.to_name;
   }
 
   function addUsage(payload) {

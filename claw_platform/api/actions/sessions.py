@@ -23,15 +23,20 @@ def do_open_api_session(
     external_key: str | None = None,
     channel: str = "api",
     ip: str | None = None,
+    is_group: bool = False,
 ) -> Session:
     if not agent.enabled:
         raise ApiError(409, "agent_disabled", f"The agent {agent.slug!r} is disabled.")
     session = do_create_session(agent, user=user, channel=channel, external_key=external_key, title=title)
+    if is_group:
+        # E16: the agent answers only messages that mention it.
+        Session._base_manager.filter(pk=session.pk).update(is_group=True)
+        session.is_group = True
     record_audit_event(
         action="session.created",
         actor=acting_user,
         obj=session,
-        diff={"agent": [None, agent.slug], "channel": [None, channel]},
+        diff={"agent": [None, agent.slug], "channel": [None, channel], "is_group": [None, is_group]},
         ip=ip,
     )
     return session

@@ -26,6 +26,8 @@ class SessionSerializer(serializers.ModelSerializer):
             "external_key",
             "depth",
             "parent",
+            "is_group",
+            "handed_off_from",
             "active_thread",
             "input_tokens",
             "output_tokens",
@@ -47,6 +49,11 @@ class SessionCreateSerializer(StrictSerializer):
         allow_null=True,
         default=None,
         help_text="Your own key for the conversation; the same key opens the same session.",
+    )
+    is_group = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="A group chat: the agent answers only messages that mention it (its name or @slug).",
     )
 
     def validate_agent(self, slug: str) -> Agent:
@@ -91,6 +98,8 @@ class RunSerializer(serializers.ModelSerializer):
             "agent",
             "turn",
             "status",
+            "model_name",
+            "model_route",
             "attempt",
             "cancel_requested",
             "event_seq",

@@ -176,6 +176,7 @@ class SessionViewSet(
             title=data.get("title") or "",
             external_key=key or None,
             ip=client_ip(request),
+            is_group=data.get("is_group", False),
         )
         return Response(SessionSerializer(session).data, status=201)
 
