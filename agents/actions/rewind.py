@@ -40,7 +40,9 @@ def do_rewind_last_turn(session: Session) -> Turn:
     checkpoint = (
         Checkpoint._base_manager.filter(thread_id=thread_id, undone=False).order_by("-number").first()
     )
-    if last is None or checkpoint is None or checkpoint.number != last.number:
+    if last is None:
+        raise RewindRefused("This chat has no reply to take back yet.")
+    if checkpoint is None or checkpoint.number != last.number:
         raise RewindRefused("Only the last reply can be regenerated, edited or retried.")
     do_undo(session)
     Turn._base_manager.filter(thread_id=thread_id, number__gte=last.number).update(state=TurnState.REWOUND)

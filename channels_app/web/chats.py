@@ -80,7 +80,10 @@ def search_chats(request: HttpRequest) -> JsonResponse:
         )
         sessions = list(
             Session._base_manager.filter(
-                tenant_id=tenant.pk, user_id=request.user.pk or 0, parent__isnull=True, deleted_at__isnull=True
+                tenant_id=tenant.pk,
+                user_id=request.user.pk or 0,
+                parent__isnull=True,
+                deleted_at__isnull=True,
             )
             .filter(Q(title__icontains=query) | Exists(matching_turns))
             .select_related("agent")
