@@ -47,17 +47,22 @@ def can_act(membership: Membership | None) -> bool:
     return membership is not None and membership.role in ACTING_ROLES
 
 
-def access_session(user: Any, session_id: Any, *, tenant_id: int | None = None) -> SessionAccess:
+def access_session(
+    user: Any, session_id: Any, *, tenant_id: int | None = None, include_deleted: bool = False
+) -> SessionAccess:
     """The session ``session_id`` if ``user`` (an active account) is a member of its
     tenant who may see it (and, when ``tenant_id`` is given, it belongs to that
     tenant); ``SessionNotFound`` otherwise. Runs before any tenant is in context, so
-    it reads unscoped and checks itself."""
+    it reads unscoped and checks itself. A chat its member deleted (still within its
+    undo window) is found only with ``include_deleted`` (to restore it)."""
     if user is None or not user.is_authenticated or not user.is_active:
         raise SessionNotFound(session_id)
     session = (
         Session._base_manager.select_related("agent").filter(pk=session_id, tenant__is_active=True).first()
     )
     if session is None or (tenant_id is not None and session.tenant_id != tenant_id):
+        raise SessionNotFound(session_id)
+    if session.deleted_at is not None and not include_deleted:
         raise SessionNotFound(session_id)
     membership = Membership.objects.unscoped().filter(tenant_id=session.tenant_id, user_id=user.pk).first()
     if membership is None or not Caller.for_membership(membership).sees_session_of(session.user_id):

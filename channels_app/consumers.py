@@ -7,6 +7,9 @@ actions. Protocol (JSON frames):
 client -> server
   {"type": "message", "text": "..."}        a user message (a run), or a slash command
   {"type": "stop"}                          cancel the session's active run
+  {"type": "rewind", "mode": "regenerate" | "retry" | "edit", "text": "..."}
+                                            take back the last turn and send it again
+                                            (edit: with ``text``), as a new run
   {"type": "approve" | "deny", "approval_id": 7, "reason": "...", "always": false}
                                             (or "run" + "call_id" instead of approval_id)
   {"type": "resume", "run": 12, "after": 5} stored events after seq 5 of run 12 and all
@@ -50,6 +53,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from agents.actions.message_batch import MessageRequest
+from agents.actions.rewind import REWIND_MODES, RewindRefused, do_rewind_last_turn
 from agents.actions.runs import active_run, do_cancel_run, do_decide_approval
 from agents.engine.commands import parse_slash_command
 from agents.models import ApprovalRequest, Run, Session, Turn
@@ -188,6 +192,7 @@ class SessionConsumer(LiveJsonConsumer):
         handler = {
             "message": self._on_message,
             "stop": self._on_stop,
+            "rewind": self._on_rewind,
             "approve": self._on_decision,
             "deny": self._on_decision,
             "resume": self._on_resume,
@@ -242,6 +247,37 @@ class SessionConsumer(LiveJsonConsumer):
         run = await send_message(MessageRequest(self.session, text, self.scope["user"]))
         if run is None and command is not None:
             await self._error("Nothing is running.")
+
+    async def _on_rewind(self, content: dict[str, Any]) -> None:
+        """Regenerate, Retry (the last question again) or Edit (new text for it)."""
+        self._require_actor()
+        mode = content.get("mode")
+        if mode not in REWIND_MODES:
+            raise ClientError(f"mode must be one of {', '.join(REWIND_MODES)}.")
+        text = content.get("text")
+        if mode == "edit":
+            if not isinstance(text, str) or not text.strip():
+                raise ClientError("An edited message needs some text.")
+            if len(text) > MAX_MESSAGE_CHARS:
+                raise ClientError(f"That message is too long (over {MAX_MESSAGE_CHARS:,} characters).")
+            if parse_slash_command(text) is not None:
+                raise ClientError("An edited message cannot be a command.")
+        async with write_slot():
+            try:
+                last = await db_async(self._rewind)()
+            except RewindRefused as exc:
+                raise ClientError(str(exc)) from None
+        # Every tab of this socket redraws the history without the taken-back turn.
+        await self.send_json(
+            {"type": "command", "payload": {"command": "rewind", "text": "", "status": "completed"}}
+        )
+        again = text if mode == "edit" and isinstance(text, str) else last.user_text
+        await send_message(MessageRequest(self.session, again, self.scope["user"]))
+
+    def _rewind(self) -> Turn:
+        with tenant_context(self.session.tenant_id):
+            session = Session._base_manager.get(pk=self.session.pk)
+            return do_rewind_last_turn(session)
 
     async def _on_stop(self, content: dict[str, Any]) -> None:
         self._require_actor()

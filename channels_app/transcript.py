@@ -21,6 +21,7 @@ from agents.models import (
     Session,
     ToolCallMark,
     Turn,
+    TurnState,
 )
 from agents.models import Message as StoredMessage
 
@@ -48,9 +49,9 @@ def session_turns(session: Session, *, limit: int = MAX_TURNS) -> list[dict[str,
     if session.active_thread_id is None:
         return []
     turns = list(
-        Turn._base_manager.filter(thread_id=session.active_thread_id, tenant_id=session.tenant_id).order_by(
-            "-number"
-        )[:limit]
+        Turn._base_manager.filter(thread_id=session.active_thread_id, tenant_id=session.tenant_id)
+        .exclude(state=TurnState.REWOUND)  # taken back by Regenerate, Edit or Retry
+        .order_by("-number")[:limit]
     )
     turns.reverse()
     return _states(turns)
@@ -122,6 +123,8 @@ def _states(turns: list[Turn]) -> list[dict[str, Any]]:
                 "number": turn.number,
                 "text": turn.user_text,
                 "state": turn.state,
+                "created_at": turn.created_at.isoformat() if turn.created_at else None,
+                "finished_at": turn.finished_at.isoformat() if turn.finished_at else None,
                 "error": turn.error,
                 "run": (
                     {"id": run.pk, "status": run.status, "error": run.error, "seq": run.event_seq}

@@ -110,6 +110,8 @@ CLAW_ROUTINE_SHELL_READ_ONLY_ALLOWED = config.env_list(
 CLAW_ROUTINE_SHELL_ACTIONS_PER_HOUR = config.env_int("CLAW_ROUTINE_SHELL_ACTIONS_PER_HOUR", 20, minimum=0)
 # Outside conversations (S5) idle this long are archived; their key opens a new session.
 CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)
+# A chat deleted in the chat page can be restored (Undo) for this long, then it is gone.
+CLAW_CHAT_UNDO_DELETE_SECONDS = config.env_int("CLAW_CHAT_UNDO_DELETE_SECONDS", 3600, minimum=10)
 # Dotted path of the tools factory runs use (tests point it at test-only tools).
 CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtime.tools.registry_tools")
 # Tool extensions (tools_app): MCP stdio commands tenants may start (name -> command
@@ -143,6 +145,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by us: /api/docs/ works offline
     "claw_platform.tenancy",
     "claw_platform.audit",
     "claw_platform.ops",
@@ -267,6 +270,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": r"/api/v1",
+    # Swagger UI and Redoc from the installed sidecar package, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

@@ -83,11 +83,17 @@ def session_for_external_key(
         return live.get()
 
 
-def prune_idle_sessions(*, idle_days: int, empty_hours: int = 24) -> dict[str, int]:
+def prune_idle_sessions(
+    *, idle_days: int, empty_hours: int = 24, undo_delete_seconds: int = 3600
+) -> dict[str, int]:
     """Scheduled (S5): archive outside conversations idle for ``idle_days`` (their key
-    opens a fresh session next time; nothing is deleted), and delete web sessions that
-    never got a message and are older than ``empty_hours`` (opened, then abandoned)."""
+    opens a fresh session next time; nothing is deleted), delete web sessions that
+    never got a message and are older than ``empty_hours`` (opened, then abandoned),
+    and remove for good the chats their members deleted over ``undo_delete_seconds`` ago."""
     now = timezone.now()
+    _, purged = Session._base_manager.filter(
+        deleted_at__lt=now - timedelta(seconds=undo_delete_seconds)
+    ).delete()
     archived = Session._base_manager.filter(
         external_key__isnull=False,
         archived_at__isnull=True,
@@ -103,7 +109,11 @@ def prune_idle_sessions(*, idle_days: int, empty_hours: int = 24) -> dict[str, i
         .filter(~Exists(Turn._base_manager.filter(session_id=OuterRef("pk"))))
         .delete()
     )
-    return {"archived": archived, "deleted_empty": deleted.get("agents.Session", 0)}
+    return {
+        "archived": archived,
+        "deleted_empty": deleted.get("agents.Session", 0),
+        "purged_deleted": purged.get("agents.Session", 0),
+    }
 
 
 @transaction.atomic

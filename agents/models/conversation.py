@@ -74,6 +74,12 @@ class Session(TenantOwned):
         blank=True,
         help_text="Set when an idle outside conversation is pruned: its key then opens a new session.",
     )
+    deleted_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Set when its member deletes the chat: hidden at once, removed for good "
+        "once the undo window (CLAW_CHAT_UNDO_DELETE_SECONDS) has passed.",
+    )
 
     class Meta:
         ordering = ["-last_activity_at"]
@@ -124,6 +130,8 @@ class TurnState(models.TextChoices):
     RUNNING = "running", "Running"
     COMPLETE = "complete", "Complete"
     FAILED = "failed", "Failed"
+    # Taken back by Regenerate, Edit or Retry in the chat (its messages undone): not shown.
+    REWOUND = "rewound", "Taken back"
 
 
 class Turn(TenantOwned):

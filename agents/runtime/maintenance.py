@@ -16,7 +16,9 @@ PRUNE_EVERY_MINUTES = 10  # IronClaw prunes idle sessions every 10 minutes
 
 
 def prune_idle_sessions_task() -> dict[str, int]:
-    result = prune_idle_sessions(idle_days=settings.CLAW_SESSION_IDLE_DAYS)
+    result = prune_idle_sessions(
+        idle_days=settings.CLAW_SESSION_IDLE_DAYS, undo_delete_seconds=settings.CLAW_CHAT_UNDO_DELETE_SECONDS
+    )
     if any(result.values()):
         logger.info("pruned sessions: %s", result)
     return result

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from channels_app.web import accounts, views
+from channels_app.web import accounts, chats, views
 from channels_app.web.security import chat_headers
 from claw_platform.signin.pages import ChatAuthenticationForm, throttled_sign_in
 
@@ -13,6 +13,15 @@ urlpatterns = [
     path("", views.chat_home, name="home"),
     path("s/<uuid:session_id>/", views.chat_session, name="session"),
     path("s/<uuid:session_id>/transcript.json", views.chat_transcript, name="transcript"),
+    path("s/<uuid:session_id>/rename/", chats.rename_chat, name="rename"),
+    path("s/<uuid:session_id>/delete/", chats.delete_chat, name="delete"),
+    path("s/<uuid:session_id>/restore/", chats.restore_chat, name="restore"),
+    path(
+        "s/<uuid:session_id>/export.md", chats.export_chat_file, {"fmt": "markdown"}, name="export_markdown"
+    ),
+    path("s/<uuid:session_id>/export.json", chats.export_chat_file, {"fmt": "json"}, name="export_json"),
+    path("s/<uuid:session_id>/usage.json", chats.chat_usage, name="usage"),
+    path("search.json", chats.search_chats, name="search"),
     path("new/", views.new_session, name="new"),
     path("team/", views.switch_tenant, name="switch_tenant"),
     path("accounts/", accounts.accounts_page, name="accounts"),

@@ -65,7 +65,7 @@ def _page_context(request: HttpRequest, session: Session | None, acting: bool) -
     tenant = request.tenant  # type: ignore[attr-defined]
     agents = list(Agent.objects.filter(enabled=True).order_by("name").values("id", "slug", "name"))
     sessions = list(
-        Session.objects.filter(user_id=request.user.pk, parent__isnull=True)
+        Session.objects.filter(user_id=request.user.pk, parent__isnull=True, deleted_at__isnull=True)
         .select_related("agent")
         .order_by("-last_activity_at")[:SIDEBAR_SESSIONS]
     )

@@ -168,7 +168,9 @@ def test_export_chat_writes_the_history_into_the_workspace(tenant_a, tenant_b):
     assert "## assistant" in text
     as_json = run.call("export_chat", format="json", path="out/chat.json")
     assert not as_json.is_error
-    assert json.loads((run.workspace / "out" / "chat.json").read_text())[1]["role"] == "assistant"
+    exported_json = json.loads((run.workspace / "out" / "chat.json").read_text())
+    assert exported_json["messages"][1]["role"] == "assistant"
+    assert exported_json["session"] == str(session.pk)
     foreign = _with_history(tenant_b, tenant_b.member, "B secret plans")
     refused = run.call("export_chat", session_id=str(foreign.pk))
     assert refused.error_type == "tool_error"

@@ -279,7 +279,7 @@ def test_a_reload_mid_stream_shows_the_whole_message_without_a_second_llm_call(
 
 def test_replies_are_rendered_safely(stack: Stack, browser: Any, live_agent: Any, fake_llm: Any) -> None:
     hostile = (
-        "**bold** and `code`\n\n"
+        "**bold** and `code`. Use the <img> tag for pictures.\n\n"
         "<script>window.pwned = 1</script>\n\n"
         '<img src="http://198.51.100.7/pixel.png" onerror="window.pwned = 2">\n\n'
         '<a href="#" onclick="window.pwned = 3">click</a> [js](javascript:window.pwned=4) '
@@ -304,7 +304,12 @@ def test_replies_are_rendered_safely(stack: Stack, browser: Any, live_agent: Any
     assert not [h for h in hrefs if h and re.match(r"\s*(javascript|data):", h, re.I)]
     assert answer.locator("a[onclick]").count() == 0
     assert answer.locator("a.image-link", has_text="image: chart").count() == 1
-    page.locator("a", has_text="click").click()
+    # Raw HTML is shown as text, not dropped: its words stay and nothing of it runs.
+    shown = answer.locator(".assistant-text").inner_text()
+    assert "Use the <img> tag for pictures." in shown
+    assert '<img src="http://198.51.100.7/pixel.png"' in shown
+    assert answer.locator("a[onclick], [onerror]").count() == 0
+    page.locator(".assistant-text", has_text="click").last.click()
     assert page.evaluate("() => window.pwned") is None
     assert remote == []
 
@@ -318,7 +323,15 @@ def test_a_provider_failure_shows_as_a_message_in_the_conversation(
     send(page, "Hello?")
     error = page.locator(".run-error")
     error.wait_for()
-    assert "failed" in error.inner_text().lower()
+    # In plain words first; the provider's own message behind "Technical details".
+    assert error.locator(".run-error-text").inner_text() == (
+        "The model provider does not know this model. A team admin needs to check the agent's model name."
+    )
+    details = error.locator("details.run-error-details")
+    assert not details.locator("pre").is_visible()
+    details.locator("summary").click()
+    assert "model not found: nope" in details.locator("pre").inner_text()
+    assert "HTTP 400" in details.locator("pre").inner_text()
     assert "Traceback" not in error.inner_text()
     assert page.locator(".user-msg", has_text="Hello?").count() == 1
 

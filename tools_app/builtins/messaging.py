@@ -12,7 +12,6 @@ A session of another tenant is "not found", the same answer as a missing one.
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -20,10 +19,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agents.actions.chat_export import export_chat
 from agents.engine.interfaces import RunContext, ToolTraits
 from agents.engine.types import Message as EngineMessage
-from agents.engine.types import TextPart, ToolCallPart, ToolResultPart
-from agents.models import Message, MessageState, Session, Thread
+from agents.models import Message, Session, Thread
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.db import db_async
 from claw_platform.tenancy.member_rule import Caller
@@ -34,7 +33,6 @@ from tools_app.registry import TOOL_ERROR, Tool, ToolError
 SENDS = ToolTraits(read_only=False, side_effects=True, parallel_safe=False, risk="medium")
 EXPORTS = ToolTraits(read_only=False, side_effects=True, parallel_safe=False, risk="low")
 MAX_MESSAGE_CHARS = 8_000
-MAX_EXPORT_MESSAGES = 5_000
 
 
 def _find_session(context: ToolContext, session_id: str) -> Session:
@@ -117,18 +115,6 @@ class SendMessageTool(Tool):
         return await db_async(send)()
 
 
-def _message_lines(message: EngineMessage) -> list[str]:
-    lines: list[str] = []
-    for part in message.parts:
-        if isinstance(part, TextPart) and part.text.strip():
-            lines.append(part.text)
-        elif isinstance(part, ToolCallPart):
-            lines.append(f"> tool call `{part.name}` {json.dumps(part.arguments, ensure_ascii=False)[:500]}")
-        elif isinstance(part, ToolResultPart):
-            lines.append(f"> tool result `{part.name}`: {part.content[:500]}")
-    return lines
-
-
 class ExportChatTool(Tool):
     name = "export_chat"
     description = (
@@ -157,34 +143,15 @@ class ExportChatTool(Tool):
         if str(session.pk) != context.session_id and session.user_id != context.user_id:
             # Another person's conversation is not this user's to export.
             raise ToolError(TOOL_ERROR, f"There is no session {args.get('session_id')!r}.")
-        rows = list(
-            Message._base_manager.filter(session_id=session.pk, tenant_id=context.tenant_id)
-            .exclude(state=MessageState.UNDONE)
-            .order_by("created_at", "seq")
-            .values_list("role", "parts", "created_at")[:MAX_EXPORT_MESSAGES]
-        )
         fmt = args.get("format", "markdown")
+        body, count = export_chat(session, fmt)
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         requested = (
             args.get("path")
             or f"exports/chat-{str(session.pk)[:8]}-{stamp}.{'md' if fmt == 'markdown' else 'json'}"
         )
-        if fmt == "json":
-            body = json.dumps(
-                [{"role": r, "parts": p, "created_at": c.isoformat()} for r, p, c in rows],
-                ensure_ascii=False,
-                indent=1,
-            )
-        else:
-            out = [f"# {session.title or 'Conversation'}", ""]
-            for role, parts, created in rows:
-                message = EngineMessage.from_dict({"role": role, "parts": parts})
-                lines = _message_lines(message)
-                if lines:
-                    out += [f"## {role} ({created.isoformat(timespec='seconds')})", "", *lines, ""]
-            body = "\n".join(out)
         from tools_app.builtins.files import _write_text
 
         path, _ = _write_text(context, requested, body)
         resolve_workspace_path(context.workspace, requested)
-        return f"Exported {len(rows)} messages to {display_path(context.workspace, path)}."
+        return f"Exported {count} messages to {display_path(context.workspace, path)}."

@@ -60,6 +60,8 @@
       text: state.text,
       run: state.run ? { id: state.run.id, status: state.run.status, error: state.run.error || "" } : null,
       error: state.error || "",
+      createdAt: state.created_at || null,
+      finishedAt: state.finished_at || null,
       items: [],
       notes: [],
       node: null,
@@ -219,6 +221,7 @@
           turns.set(payload.turn, turnFromState({
             turn: payload.turn, number: payload.number, text: payload.text,
             run: { id: runId, status: "queued", seq: frame.seq }, messages: [],
+            created_at: new Date().toISOString(),
           }));
         }
         runTurn.set(runId, payload.turn);
@@ -233,6 +236,8 @@
         if (old) {
           turn.node = old.node;
           turn.notes = old.notes;
+          turn.createdAt = turn.createdAt || old.createdAt;
+          turn.finishedAt = turn.finishedAt || old.finishedAt;
         }
         turns.set(state.turn, turn);
         clearResync(runId);
@@ -297,6 +302,7 @@
       }
       case "run.completed":
         run.status = "completed";
+        turn.finishedAt = new Date().toISOString();
         if (!payload.silent) setFinalText(turn, payload.text || "");
         endLiveText(turn);
         addUsage(payload);
@@ -309,6 +315,7 @@
         break;
       case "run.failed":
         run.status = "failed";
+        turn.finishedAt = new Date().toISOString();
         run.error = payload.error || "The run failed.";
         endLiveText(turn);
         addUsage(payload);
@@ -333,12 +340,38 @@
     turn.notes.push({ kind: "note", tone: "handoff", text: handoffText(payload), handoff: payload.to });
     if (payload.to_name && el.agentName) el.agentName.textContent = payload.to_name;
   }
+  /* The header's tokens and cost: what the run reported at once, then the stored
+   * totals (a run resumed after an approval or a worker restart reports only its last
+   * part; the session's totals count every part exactly once). */
+  let usageTimer = null;
 
   function addUsage(payload) {
     session.input_tokens += Number(payload.input_tokens || 0);
     session.output_tokens += Number(payload.output_tokens || 0);
     session.cost = (Number(session.cost) + Number(payload.cost || 0)).toFixed(4);
+    showUsage();
+    refreshUsage(300);
+  }
+
+  function showUsage() {
     if (el.usage) el.usage.textContent = `${(session.input_tokens + session.output_tokens).toLocaleString()} tokens · $${session.cost}`;
+  }
+
+  function refreshUsage(delay) {
+    clearTimeout(usageTimer);
+    usageTimer = setTimeout(async () => {
+      try {
+        const response = await fetch(`/chat/s/${session.id}/usage.json`, { credentials: "same-origin" });
+        if (!response.ok) return;
+        const totals = await response.json();
+        session.input_tokens = Number(totals.input_tokens);
+        session.output_tokens = Number(totals.output_tokens);
+        session.cost = Number(totals.cost).toFixed(4);
+        showUsage();
+      } catch (err) {
+        // the figures stay as they were; the next run's end reads them again
+      }
+    }, delay || 0);
   }
 
   function setTitle(title) {
@@ -351,13 +384,27 @@
   }
 
   function onCommand(payload) {
+    if (payload.command === "rewind") {
+      // The last turn was taken back (Regenerate, Edit, Retry): its question comes
+      // back as a new turn, announced by run.queued.
+      const turn = rewinding !== null ? turns.get(rewinding) : null;
+      rewinding = null;
+      if (turn) {
+        if (turn.node) turn.node.remove();
+        turns.delete(turn.id);
+        if (turn.run) runTurn.delete(turn.run.id);
+      }
+      return;
+    }
     addNote(payload.text || "", payload.status === "failed" ? "error" : "command");
     if (HISTORY_COMMANDS.has(payload.command) && payload.status !== "failed") reloadTranscript();
   }
 
-  function addNote(text, kind) {
+  /* A note under the newest turn; a ``transient`` one (the offline notice) goes away
+   * once the connection is back. */
+  function addNote(text, kind, transient) {
     const turn = newestTurn();
-    const note = { kind: "note", text: text, tone: kind };
+    const note = { kind: "note", text: text, tone: kind, transient: !!transient };
     if (turn) {
       turn.notes.push(note);
       touch(turn);
@@ -365,6 +412,14 @@
       if (!notesTurn) notesTurn = { id: "notes", items: [], notes: [], node: null, dirty: true, run: null, text: "" };
       notesTurn.notes.push(note);
       touch(notesTurn);
+    }
+  }
+
+  function hideNotConnected() {
+    for (const turn of [...turns.values(), notesTurn]) {
+      if (!turn || !turn.notes.some((note) => note.transient)) continue;
+      turn.notes = turn.notes.filter((note) => !note.transient);
+      touch(turn);
     }
   }
 
@@ -377,6 +432,7 @@
   /* ------------------------------------------------------------------- views */
 
   let frameRequested = false;
+  let drawnNewest = null; // Regenerate and Edit belong to the newest turn only
 
   function touch(turn) {
     turn.dirty = true;
@@ -390,6 +446,11 @@
     frameRequested = false;
     const nearBottom = el.transcript.scrollHeight - el.transcript.scrollTop - el.transcript.clientHeight < 120;
     const ordered = [...turns.values()].sort((a, b) => a.id - b.id);
+    const newest = ordered.length ? ordered[ordered.length - 1].id : null;
+    if (newest !== drawnNewest) {
+      drawnNewest = newest;
+      for (const turn of ordered) turn.dirty = true;
+    }
     if (notesTurn) ordered.push(notesTurn);
     let previous = null;
     for (const turn of ordered) {
@@ -414,9 +475,25 @@
     const open = new Set([...node.querySelectorAll("details[open]")].map((d) => d.dataset.key));
     node.replaceChildren();
     if (turn.text) {
-      const user = div("msg user-msg");
-      user.textContent = turn.text;
-      node.append(user);
+      const line = div("user-line");
+      if (turn.editing) {
+        drawEditor(turn, line);
+      } else {
+        const user = div("msg user-msg");
+        user.textContent = turn.text;
+        line.append(user);
+        const meta = div("user-meta");
+        const stamp = timestamp(turn.createdAt);
+        if (stamp) meta.append(stamp);
+        if (data.can_act && isLastTurn(turn)) {
+          meta.append(button("Edit", "edit-button", () => {
+            turn.editing = true;
+            touch(turn);
+          }));
+        }
+        line.append(meta);
+      }
+      node.append(line);
     }
     const answer = div("msg assistant-msg");
     for (const item of turn.items) answer.append(drawItem(item, turn, open));
@@ -435,20 +512,117 @@
         stopped.textContent = "Stopped";
         answer.append(stopped);
       } else if (status === "failed") {
-        const failed = div("run-error");
-        failed.setAttribute("role", "alert");
-        failed.textContent = `This reply failed: ${turn.run.error || turn.error || "unknown error"}`;
+        const failed = window.ClawErrors.errorBox(turn.run.error || turn.error || "");
+        if (open.has("error-details")) failed.querySelector("details")?.setAttribute("open", "");
         answer.append(failed);
       }
     }
     for (const note of turn.notes) answer.append(drawItem(note, turn, open));
+    const foot = drawFoot(turn);
+    if (foot) answer.append(foot);
     if (answer.childNodes.length) node.append(answer);
+  }
+
+  /* Under a settled reply: when it finished, Copy (the reply's text as written). */
+  function drawFoot(turn) {
+    if (!turn.run || UNFINISHED.has(turn.run.status)) return null;
+    const foot = div("msg-foot");
+    const stamp = timestamp(turn.finishedAt);
+    if (stamp) foot.append(stamp);
+    const text = replyText(turn);
+    if (text) foot.append(render.copyButton(() => replyText(turn), "Copy the reply"));
+    if (data.can_act && isLastTurn(turn)) {
+      if (turn.run.status === "failed") {
+        foot.append(button("Retry", "retry-button", () => rewind(turn, "retry")));
+      } else {
+        foot.append(button("Regenerate", "regenerate-button", () => rewind(turn, "regenerate")));
+      }
+    }
+    return foot.childNodes.length ? foot : null;
+  }
+
+  /* ------------------------------------------- regenerate, edit, retry */
+
+  let rewinding = null; // the turn id taken back, until the server confirms
+
+  function isLastTurn(turn) {
+    const newest = newestTurn();
+    return newest !== null && newest.id === turn.id && !!turn.run && !UNFINISHED.has(turn.run.status);
+  }
+
+  function rewind(turn, mode, text) {
+    if (rewinding !== null) return;
+    const frame = { type: "rewind", mode: mode };
+    if (mode === "edit") frame.text = text;
+    if (!sendFrame(frame)) {
+      addNote("Not connected yet: try again once the connection is back.", "error", true);
+      return;
+    }
+    rewinding = turn.id;
+    turn.node && turn.node.querySelectorAll(".msg-foot button, .edit-button").forEach((b) => (b.disabled = true));
+    setTimeout(() => {
+      if (rewinding === turn.id) rewinding = null; // refused: the error note says why
+    }, 10000);
+  }
+
+  function drawEditor(turn, line) {
+    const form = document.createElement("form");
+    form.className = "edit-form";
+    const area = document.createElement("textarea");
+    area.className = "edit-text";
+    area.value = turn.text;
+    area.rows = Math.min(8, turn.text.split("\n").length + 1);
+    area.setAttribute("aria-label", "Edit your message");
+    const save = button("Save & send", "primary small", () => {});
+    save.type = "submit";
+    const cancel = button("Cancel", "small", () => {
+      turn.editing = false;
+      touch(turn);
+    });
+    const actions = div("edit-actions");
+    actions.append(cancel, save);
+    form.append(area, actions);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = area.value;
+      if (!text.trim()) return;
+      turn.editing = false;
+      rewind(turn, "edit", text);
+    });
+    area.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") cancel.click();
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+    line.append(form);
+    setTimeout(() => area.focus(), 0);
+  }
+
+  function replyText(turn) {
+    return turn.items.filter((item) => item.kind === "text").map((item) => item.text).join("\n\n");
+  }
+
+  function timestamp(iso) {
+    if (!iso) return null;
+    const when = new Date(iso);
+    if (Number.isNaN(when.getTime())) return null;
+    const node = document.createElement("time");
+    node.className = "msg-time";
+    node.dateTime = when.toISOString();
+    node.title = when.toLocaleString();
+    const today = new Date().toDateString() === when.toDateString();
+    node.textContent = today
+      ? when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })
+      : when.toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" });
+    return node;
   }
 
   function drawItem(item, turn, open) {
     if (item.kind === "text") {
       const box = div("assistant-text markdown" + (item.live ? " live" : ""));
-      box.append(render.renderMarkdown(item.text));
+      box.append(render.renderMarkdown(item.text, { live: item.live }));
       return box;
     }
     if (item.kind === "thinking") {
@@ -612,6 +786,8 @@
       attempts = 0;
       el.connection.hidden = true;
       document.body.dataset.socket = "open";
+      hideNotConnected();
+      refreshUsage(0);
       resume();
       for (const frame of outbox.splice(0)) sendFrame(frame);
     });
@@ -731,7 +907,7 @@
       if (closedForGood) return;
       outbox.push({ type: "message", text: text });
       el.connection.hidden = false;
-      addNote("Not connected yet: your message goes out as soon as the connection is back.", "command");
+      addNote("Not connected yet: your message goes out as soon as the connection is back.", "command", true);
     }
     el.input.value = "";
     autosize();

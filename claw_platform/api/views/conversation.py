@@ -139,6 +139,7 @@ class SessionViewSet(
     def scoped_queryset(self) -> Any:
         return (
             Session.objects.visible_to(self.principal.caller)
+            .filter(deleted_at__isnull=True)  # deleted in the chat page, within its undo window
             .select_related("agent")
             .order_by("-last_activity_at", "id")
         )
