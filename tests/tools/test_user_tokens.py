@@ -310,3 +310,25 @@ def test_a_run_in_a_members_chat_uses_that_members_token(live_agent, fake_llm, a
 
     assert asyncio.run(go()).text == "done"
     assert [r.headers["authorization"] for r in api.received] == ["Bearer tok-chat-member"]
+
+
+def test_a_routine_uses_the_token_of_the_user_it_acts_for(live_agent, fake_llm, api):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.runtime.worker import execute_run
+    from tests.routines.helpers import make_routine, runs_of, tick
+
+    api.route("GET", "/mine", handler=echo_auth)
+    tool = per_user_http_tool(live_agent, api)
+    do_connect_account(live_agent.member, tool, "tok-routine-member")
+    do_connect_account(live_agent.admin, tool, "tok-routine-admin")
+    now = timezone.now()
+    routine = make_routine(live_agent, next_run_at=now - timedelta(seconds=1), user=live_agent.admin)
+    fake_llm.script(FakeTurn(tool_calls=[("my_tickets", {}, "call_1")]), FakeTurn(text="done"))
+    tick(now)
+    (row,) = runs_of(routine)
+    assert row.run_id is not None
+    assert execute_run(row.run_id, wait=True) == "completed", fake_llm.problems()
+    assert [r.headers["authorization"] for r in api.received] == ["Bearer tok-routine-admin"]
