@@ -38,6 +38,10 @@ class Session(TenantOwned):
     # channel:sender:thread for sessions opened from outside (S5).
     external_key = models.CharField(max_length=300, null=True, blank=True)  # noqa: DJ001  (NULL: no key; unique when set)
     channel = models.CharField(max_length=32, default="web")
+    is_group = models.BooleanField(
+        default=False,
+        help_text="A group chat: the agent's MEMORY.md and personal memories stay out of it (E16).",
+    )
     model_override = models.ForeignKey(
         "agents.ModelProfile",
         on_delete=models.SET_NULL,

@@ -9,6 +9,7 @@ it. The web UI, the API, routines and `claw chat` all come through here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from agents.engine.interfaces import CancelToken, EventSink, HookRunner, RunCont
 from agents.engine.prompt import PromptContext
 from agents.engine.streaming import DEFAULT_COALESCE_SECONDS
 from agents.engine.turn import TurnConfig, TurnResult, compact_session, resume_turn, run_turn
+from agents.memory.injection import recall_for_turn
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent, model_config, resolve_agent, tenant_models
@@ -149,6 +151,7 @@ def prompt_context(
         channel=session.channel,
         is_first_run=first_run,
         is_subagent=session.depth > 0,
+        is_group_chat=session.is_group,
         model=model.model,
         provider=model.provider_name,
         session_id=str(session.pk),
@@ -254,6 +257,9 @@ async def _drive_turn(
     )
     first_run = turn.number == 1 and not session.title
     prompt = prompt_context(agent, session, tools, model_cfg, first_run=first_run)
+    if session.depth == 0:  # sub-agents get the minimal prompt, without recall
+        snippets = await db_async(recall_for_turn)(session, text, int(run_id) if run_id else None)
+        prompt = dataclasses.replace(prompt, memory_snippets=snippets)
     cheap = model_spec(agent.cheap_model) if agent.cheap_model else None
 
     async def save_title(title: str, usage: list[UsageRecord]) -> None:

@@ -16,6 +16,7 @@ from claw_platform.api.views.config import AgentViewSet, ModelProfileViewSet, Pr
 from claw_platform.api.views.conversation import ApprovalViewSet, RunViewSet, SessionViewSet
 from claw_platform.api.views.events import TenantEventsView
 from claw_platform.api.views.hooks import HookView
+from claw_platform.api.views.memory import MemoryInjectionViewSet, MemoryViewSet
 from claw_platform.api.views.reports import AuditEventViewSet, UsageView
 
 router = SimpleRouter()
@@ -27,6 +28,8 @@ router.register("runs", RunViewSet, basename="run")
 router.register("approvals", ApprovalViewSet, basename="approval")
 router.register("audit-events", AuditEventViewSet, basename="auditevent")
 router.register("api-keys", ApiKeyViewSet, basename="apikey")
+router.register("memory", MemoryViewSet, basename="memory")
+router.register("memory-injections", MemoryInjectionViewSet, basename="memoryinjection")
 
 api_v1 = [
     *router.urls,

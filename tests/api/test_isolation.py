@@ -33,7 +33,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from agents.actions.config import do_create_agent
-from agents.models import Session
+from agents.models import MemoryEntry, MemoryInjection, Session
 from claw_platform.api.models import ApiKey
 from claw_platform.audit.models import AuditEvent
 from tests.api.conftest import client_for, make_key, make_person_key
@@ -44,7 +44,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Kinds of tenant A's objects a route's ids can name. The session-hung ones are
 # M1's: members other than M1 must not reach them.
-MEMBER_KINDS = frozenset({"session", "run", "approval"})
+MEMBER_KINDS = frozenset({"session", "run", "approval", "memory", "memoryinjection"})
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,11 @@ ROUTES: dict[str, Route] = {
     "v1:auditevent-detail": Scoped("auditevent"),
     "v1:apikey-list": Collection(),
     "v1:apikey-detail": Scoped("apikey"),
+    "v1:memory-list": Collection(),
+    "v1:memory-detail": Scoped("memory"),
+    "v1:memory-search": Checked("tests/memory/test_memory_api.py::test_search_recalls_only_what_the_caller_may_see"),
+    "v1:memoryinjection-list": Collection(),
+    "v1:memoryinjection-detail": Scoped("memoryinjection"),
     "v1:usage": Collection(),
     "v1:events": Collection(query="?after=0&timeout=1"),
     "v1:hook": Scoped("agent"),
@@ -309,6 +314,13 @@ def world(tenant_a, tenant_b, member_chats) -> World:
     audit = AuditEvent.objects.unscoped().filter(tenant=tenant_a.tenant).first()
     assert audit is not None
     chats = member_chats
+    # M1's personal memory, and what recall put into M1's chat.
+    memory = MemoryEntry.objects.unscoped().create(
+        tenant=tenant_a.tenant, scope="user", user=chats.m1, agent=tenant_a.agent, content="M1 personal memory"
+    )
+    injection = MemoryInjection.objects.unscoped().create(
+        tenant=tenant_a.tenant, session=chats.session, run=chats.run, query="M1 secret plans", method="weighted"
+    )
     base = {"slug": only.slug, "file_name": "SOUL.md", "number": "1"}
     ids = {
         "agent": base,
@@ -319,9 +331,11 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "modelprofile": {"pk": str(tenant_a.model.pk)},
         "apikey": {"pk": str(key.pk)},
         "auditevent": {"pk": str(audit.pk)},
+        "memory": {"pk": str(memory.pk)},
+        "memoryinjection": {"pk": str(injection.pk)},
     }
     tenant_markers = ["a_member", "Tenant A", "a-provider", "a-model", "a-only", str(chats.session.pk)]
-    member_markers = [*chats.markers, "rm -r logs", "m1-only-model"]
+    member_markers = [*chats.markers, "rm -r logs", "m1-only-model", "M1 personal memory"]
     return World(chats, ids, tenant_markers, member_markers)
 
 
@@ -464,6 +478,8 @@ MISSING = {
     },
     "run": {"pk": "999999999"},
     "approval": {"pk": "999999999"},
+    "memory": {"pk": "999999999"},
+    "memoryinjection": {"pk": "999999999"},
 }
 
 
