@@ -19,6 +19,7 @@ from agents.actions.revisions import (
     revision_diff,
 )
 from agents.actions.runs import do_cancel_run
+from agents.memory.admin import MemoryInjectionInline
 from agents.models import (
     FINISHED_RUN_STATUSES,
     Agent,
@@ -293,6 +294,7 @@ class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_filter = ["status", "agent"]
     list_select_related = ["agent", "session"]
     actions = ["cancel_runs"]
+    inlines = [MemoryInjectionInline]
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet) -> None:

@@ -13,8 +13,8 @@ memories the owner may see (M7; in a group chat no personal ones, E16):
   question (OR), ranked by ``ts_rank``.
 
 Fusion, by default the references' weighted sum: vector 0.7, keyword 0.3, each
-normalised to 0..1 (a cosine similarity of the embedder's ``full_similarity`` or
-more counts as a full match; the keyword rank relative to the best), and a relevance floor of 0.4.
+normalised to 0..1 (the similarity over the best one found, or over the embedder's
+``full_similarity`` when nothing comes that close; the keyword rank min-max over the keyword hits), and a relevance floor of 0.4.
 Reciprocal rank fusion (k = 60, normalised so that first in both lists is 1) is the
 other method, with a floor of its own. At most ``limit`` memories and
 ``max_tokens`` tokens are selected, best first.
@@ -323,16 +323,19 @@ def _vector_candidates(
 
 
 def _keyword_candidates(
-    cursor: Any, where: str, params: list[Any], terms: list[str], n: int
+    cursor: Any, where: str, params: list[Any], query: str, n: int
 ) -> list[tuple[int, float]]:
-    if not terms:
-        return []
-    # Each term is a quoted lexeme, so to_tsquery's operators in the text mean nothing.
-    tsquery = " | ".join("'" + t.replace("'", "''").replace("\\", "") + "'" for t in terms)
+    """The question's own lexemes (PostgreSQL's parser, as for the memories: a code
+    such as ``LK-4000-A`` gives the same lexemes on both sides), less the stopwords
+    unless nothing else is left, any of them matching (OR)."""
+    skip = list(STOPWORDS) if query_terms(query) and set(query_terms(query)) - STOPWORDS else []
     cursor.execute(
-        "SELECT id, ts_rank(search_vector, q) FROM agents_memoryentry, to_tsquery('simple', %s) q "  # noqa: S608
-        f"WHERE search_vector @@ q AND {where} ORDER BY 2 DESC, id DESC LIMIT %s",
-        [tsquery, *params, n],
+        "WITH terms AS (SELECT lexeme FROM unnest(to_tsvector('simple', %s)) "  # noqa: S608 (where: ours)
+        "  WHERE NOT lexeme = ANY(%s) LIMIT %s), "
+        "query AS (SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q FROM terms) "
+        "SELECT id, ts_rank(search_vector, query.q) FROM agents_memoryentry, query "
+        f"WHERE query.q IS NOT NULL AND search_vector @@ query.q AND {where} ORDER BY 2 DESC, id DESC LIMIT %s",
+        [query, skip, MAX_QUERY_WORDS, *params, n],
     )
     return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
@@ -347,10 +350,17 @@ def fuse(candidates: list[Candidate], cfg: RecallSettings, full_similarity: floa
             )
             c.score = raw / best
         return
-    top_keyword = max((c.keyword or 0.0 for c in candidates), default=0.0)
+    # Keyword ranks min-max over the keyword hits: the hit that matches the most
+    # (an exact code) stands out from those that share only a common word.
+    ranks = [c.keyword for c in candidates if c.keyword is not None]
+    low, top_keyword = (min(ranks), max(ranks)) if ranks else (0.0, 0.0)
+    spread = top_keyword - low
+    # Divided by the best similarity found, or the embedder's full match if that is
+    # higher: 0..1 without ties at the top, and a weak best match stays weak.
+    top_vector = max([cfg.vector_full or full_similarity, *(c.vector or 0.0 for c in candidates)])
     for c in candidates:
-        vec = min(max(c.vector or 0.0, 0.0) / (cfg.vector_full or full_similarity), 1.0)
-        kw = (c.keyword or 0.0) / top_keyword if top_keyword > 0 else 0.0
+        vec = max(c.vector or 0.0, 0.0) / top_vector
+        kw = 0.0 if c.keyword is None else ((c.keyword - low) / spread if spread > 0 else 1.0)
         # A memory without a vector (not embedded yet, embedder down) is found by text alone.
         c.score = cfg.vector_weight * vec + cfg.keyword_weight * kw if c.has_vector else kw
 
@@ -363,10 +373,12 @@ def recall(
     scopes: list[str] | None = None,
     cfg: RecallSettings | None = None,
     limit: int | None = None,
+    query_vector: Any = None,
 ) -> Recall:
     """The memories most relevant to ``query`` that ``owner`` may see, scored; those
     within the limits are marked ``selected``. ``personal=False`` (a group chat)
-    leaves user-scope memories out."""
+    leaves user-scope memories out. ``query_vector``: the query's embedding when the
+    caller has it already (the benchmark's synthetic vectors)."""
     cfg = cfg or RecallSettings.from_settings()
     limit = limit or cfg.limit
     query = (query or "").strip()[:MAX_QUERY_CHARS]
@@ -376,25 +388,33 @@ def recall(
     n = limit * cfg.candidate_factor
     where, params = _visible_sql(owner, personal=personal, scopes=scopes)
     embedder = embedder_for_tenant(owner.tenant_id)
-    vector = None
-    try:
-        vector = embedder.embed([query])[0]
-    except EmbedderError as exc:
-        result.embed_error = str(exc)  # recall goes on by text alone
+    vector = query_vector
+    if vector is None:
+        try:
+            vector = embedder.embed([query])[0]
+        except EmbedderError as exc:
+            result.embed_error = str(exc)  # recall goes on by text alone
     with transaction.atomic(), connection.cursor() as cursor:
         vector_hits = (
             _vector_candidates(cursor, where, params, owner.tenant_id, vector, embedder.dimension, n, cfg)
             if vector is not None
             else []
         )
-        keyword_hits = _keyword_candidates(cursor, where, params, query_terms(query), n)
+        keyword_hits = _keyword_candidates(cursor, where, params, query, n)
         ids = list(dict.fromkeys([i for i, _ in vector_hits] + [i for i, _ in keyword_hits]))
         rows: dict[int, tuple[Any, ...]] = {}
         if ids:
+            # A keyword hit outside the vector candidates still has its similarity.
+            dim = int(embedder.dimension) if vector is not None else -1
+            similarity_sql = (
+                f"CASE WHEN embedding_dim = {dim} THEN 1 - (embedding::vector({dim}) <=> %s::vector({dim})) END"
+                if vector is not None
+                else "%s::float8"
+            )
             cursor.execute(
-                "SELECT id, scope, category, content, updated_at, embedding_dim = %s IS TRUE "
+                f"SELECT id, scope, category, content, updated_at, embedding_dim = {dim} IS TRUE, {similarity_sql} "  # noqa: S608
                 "FROM agents_memoryentry WHERE id = ANY(%s)",
-                [embedder.dimension if vector is not None else -1, ids],
+                [vector_literal(vector) if vector is not None else None, ids],
             )
             rows = {row[0]: row for row in cursor.fetchall()}
     by_id: dict[int, Candidate] = {}
@@ -408,7 +428,13 @@ def recall(
         if candidate is None:
             row = rows[entry_id]
             candidate = by_id[entry_id] = Candidate(
-                entry_id, row[1], row[2], row[3], row[4], has_vector=row[5]
+                entry_id,
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                has_vector=row[5],
+                vector=None if row[6] is None else float(row[6]),
             )
         candidate.keyword, candidate.keyword_rank = ts_rank, rank
     candidates = list(by_id.values())

@@ -117,7 +117,9 @@ ROUTES: dict[str, Route] = {
     "v1:apikey-detail": Scoped("apikey"),
     "v1:memory-list": Collection(),
     "v1:memory-detail": Scoped("memory"),
-    "v1:memory-search": Checked("tests/memory/test_memory_api.py::test_search_recalls_only_what_the_caller_may_see"),
+    "v1:memory-search": Checked(
+        "tests/memory/test_memory_api.py::test_search_recalls_only_what_the_caller_may_see"
+    ),
     "v1:memoryinjection-list": Collection(),
     "v1:memoryinjection-detail": Scoped("memoryinjection"),
     "v1:usage": Collection(),
@@ -316,10 +318,18 @@ def world(tenant_a, tenant_b, member_chats) -> World:
     chats = member_chats
     # M1's personal memory, and what recall put into M1's chat.
     memory = MemoryEntry.objects.unscoped().create(
-        tenant=tenant_a.tenant, scope="user", user=chats.m1, agent=tenant_a.agent, content="M1 personal memory"
+        tenant=tenant_a.tenant,
+        scope="user",
+        user=chats.m1,
+        agent=tenant_a.agent,
+        content="M1 personal memory",
     )
     injection = MemoryInjection.objects.unscoped().create(
-        tenant=tenant_a.tenant, session=chats.session, run=chats.run, query="M1 secret plans", method="weighted"
+        tenant=tenant_a.tenant,
+        session=chats.session,
+        run=chats.run,
+        query="M1 secret plans",
+        method="weighted",
     )
     base = {"slug": only.slug, "file_name": "SOUL.md", "number": "1"}
     ids = {

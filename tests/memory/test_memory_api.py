@@ -32,7 +32,13 @@ def test_a_member_sees_their_own_and_the_shared_memories_only(member_chats, tena
     other_tenant = entry(tenant_b, "B likes trains", user=tenant_b.member)
     m1 = login_client(member_chats.m1)
     listed = {m["id"] for m in m1.get("/api/v1/memory/").json()["results"]}
-    assert listed == {mine.pk, shared.pk}
+    assert {mine.pk, shared.pk} <= listed
+    assert theirs.pk not in listed
+    assert other_tenant.pk not in listed
+    assert all(
+        m["scope"] != "user" or m["user"] == member_chats.m1.pk
+        for m in m1.get("/api/v1/memory/").json()["results"]
+    )
     assert m1.get(f"/api/v1/memory/{theirs.pk}/").status_code == 404
     assert m1.get(f"/api/v1/memory/{other_tenant.pk}/").status_code == 404
     assert m1.delete(f"/api/v1/memory/{theirs.pk}/").status_code == 404
@@ -52,7 +58,8 @@ def test_a_member_sees_their_own_and_the_shared_memories_only(member_chats, tena
     )
     # Viewers never see members' personal memories.
     viewer = {m["id"] for m in login_client(ts.viewer).get("/api/v1/memory/").json()["results"]}
-    assert viewer == {shared.pk}
+    assert shared.pk in viewer
+    assert not viewer & {mine.pk, theirs.pk}
     assert MemoryEntry.objects.unscoped().filter(pk__in=[theirs.pk, shared.pk, other_tenant.pk]).count() == 3
 
 
@@ -118,7 +125,11 @@ def test_search_recalls_only_what_the_caller_may_see(member_chats, tenant_b):
     # Tenant B's member, with B's agent of the same slug, recalls B's memory only.
     b = login_client(tenant_b.member)
     seen = b.post("/api/v1/memory/search/", {"query": "green tea", "agent": ts.agent.slug}, format="json")
-    assert [h["id"] for h in seen.json()] == [other.pk]
+    ids = [h["id"] for h in seen.json()]
+    assert other.pk in ids
+    assert set(MemoryEntry.objects.unscoped().filter(pk__in=ids).values_list("tenant_id", flat=True)) == {
+        tenant_b.tenant.pk
+    }
 
 
 def test_injections_follow_the_member_rule(member_chats):

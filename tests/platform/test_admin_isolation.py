@@ -13,6 +13,8 @@ from agents.models import (
     AgentFile,
     AgentRevision,
     LLMProvider,
+    MemoryEntry,
+    MemoryInjection,
     ModelProfile,
     Run,
     Session,
@@ -60,6 +62,8 @@ def objects_of(tenant_set) -> dict[type, object]:
         ApiKey: ApiKey.objects.unscoped(),
         PairingCode: PairingCode.objects.unscoped(),
         AgentWebhook: AgentWebhook.objects.unscoped(),
+        MemoryEntry: MemoryEntry.objects.unscoped(),
+        MemoryInjection: MemoryInjection.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -89,6 +93,8 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         ApiKey,
         PairingCode,
         AgentWebhook,
+        MemoryEntry,
+        MemoryInjection,
     }
 
 
@@ -228,12 +234,13 @@ def m1_object(model, chats):
         Session: chats.session,
         Run: chats.run,
         UsageRecord: UsageRecord.objects.unscoped().filter(session=chats.session).first(),
+        MemoryInjection: MemoryInjection.objects.unscoped().filter(session=chats.session).first(),
     }[model]
 
 
 def test_the_session_hung_admin_models_are_these():
     # A new admin model that hangs off sessions needs a row in m1_object().
-    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord}
+    assert set(MEMBER_RULE_MODELS) == {Session, Run, UsageRecord, MemoryInjection}
 
 
 @pytest.mark.parametrize("model", MEMBER_RULE_MODELS, ids=lambda m: m.__name__)
