@@ -19,6 +19,7 @@ from agents.actions.revisions import (
     revision_diff,
 )
 from agents.actions.runs import do_cancel_run
+from agents.memory.admin import MemoryInjectionInline
 from agents.models import (
     FINISHED_RUN_STATUSES,
     Agent,
@@ -305,6 +306,8 @@ class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     def trace(self, run: Run) -> str:
         # The run is visible here, so are its spans (they hang off it).
         return render_waterfall(list(Span._base_manager.filter(run_id=run.pk, tenant_id=run.tenant_id)))
+
+    inlines = [MemoryInjectionInline]
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet) -> None:

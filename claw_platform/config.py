@@ -67,6 +67,20 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
+def env_fraction(name: str, default: float) -> float:
+    """A number from 0 to 1 (weights, floors)."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise ConfigError(name, f"expected a number from 0 to 1, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(name, f"expected a number from 0 to 1, got {value}")
+    return value
+
+
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     value = os.environ.get(name, "").strip().lower() or default
     if value not in choices:

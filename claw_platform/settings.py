@@ -112,6 +112,13 @@ CLAW_ROUTINE_SHELL_ACTIONS_PER_HOUR = config.env_int("CLAW_ROUTINE_SHELL_ACTIONS
 CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)
 # A chat deleted in the chat page can be restored (Undo) for this long, then it is gone.
 CLAW_CHAT_UNDO_DELETE_SECONDS = config.env_int("CLAW_CHAT_UNDO_DELETE_SECONDS", 3600, minimum=10)
+# Memory (agents.memory): hybrid recall into every turn's prompt.
+CLAW_MEMORY_RECALL_METHOD = config.env_choice("CLAW_MEMORY_RECALL_METHOD", "weighted", ("weighted", "rrf"))
+CLAW_MEMORY_RECALL_FLOOR = config.env_fraction("CLAW_MEMORY_RECALL_FLOOR", 0.4)
+CLAW_MEMORY_RRF_FLOOR = config.env_fraction("CLAW_MEMORY_RRF_FLOOR", 0.45)
+CLAW_MEMORY_RECALL_LIMIT = config.env_int("CLAW_MEMORY_RECALL_LIMIT", 5, minimum=0)
+CLAW_MEMORY_RECALL_TOKENS = config.env_int("CLAW_MEMORY_RECALL_TOKENS", 1500, minimum=0)
+CLAW_MEMORY_EXACT_SCAN_ROWS = config.env_int("CLAW_MEMORY_EXACT_SCAN_ROWS", 20000, minimum=0)
 # Dotted path of the tools factory runs use (tests point it at test-only tools).
 CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtime.tools.registry_tools")
 # Tool extensions (tools_app): MCP stdio commands tenants may start (name -> command

@@ -6,11 +6,14 @@ from typing import Any
 
 from django.db import transaction
 
+from agents.memory.embedding import schedule_embedding
 from agents.models import MemoryEntry
 from claw_platform.audit.actions import record_audit_event
 
 
 def _actor(owner: Any) -> str:
+    if getattr(owner, "actor", None):
+        return str(owner.actor)
     return f"agent:{owner.agent_id}" + (f" for user {owner.user_id}" if owner.user_id else "")
 
 
@@ -31,6 +34,7 @@ def do_write_memory(owner: Any, content: str, *, scope: str, category: str) -> M
         obj=entry,
         diff={"scope": [None, scope], "category": [None, category], "chars": [None, len(content)]},
     )
+    schedule_embedding([entry.pk])
     return entry
 
 
@@ -42,13 +46,27 @@ def do_update_memory(
     if content is not None and content != entry.content:
         changes["chars"] = [len(entry.content), len(content)]
         entry.content = content
+        # The old vector no longer says what the memory says: embed it anew.
+        entry.embedding, entry.embedding_dim, entry.embedder, entry.embedded_at = None, None, "", None
     if category is not None and category != entry.category:
         changes["category"] = [entry.category, category]
         entry.category = category
     if changes:
-        entry.save(update_fields=["content", "category", "updated_at"])
+        entry.save(
+            update_fields=[
+                "content",
+                "category",
+                "updated_at",
+                "embedding",
+                "embedding_dim",
+                "embedder",
+                "embedded_at",
+            ]
+        )
         entry.refresh_from_db(fields=["updated_at"])
         record_audit_event(action="memory.updated", actor=_actor(owner), obj=entry, diff=changes)
+        if "chars" in changes:
+            schedule_embedding([entry.pk])
     return entry
 
 

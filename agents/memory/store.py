@@ -9,16 +9,16 @@ agent-scope memory or another user's personal memory, by any method.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from django.contrib.postgres.search import SearchQuery, SearchRank
-from django.db.models import F, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from agents.models import MemoryCategory, MemoryEntry, MemoryScope
-from agents.models.memory import MAX_MEMORY_CHARS, SEARCH_CONFIG
+from agents.models.memory import MAX_MEMORY_CHARS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
@@ -35,6 +35,8 @@ class MemoryOwner:
     user_id: int | None
     may_write_tenant: bool = False
     session_id: str | None = None
+    # Who the audit trail names, when not the agent (a person through the API or admin).
+    actor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -117,17 +119,17 @@ class PostgresMemoryStore:
         entries = self._entries(owner).exclude(category=MemoryCategory.ARCHIVED)
         if scopes:
             entries = entries.filter(scope__in=scopes)
-        words = _WORD.findall(query or "")[:MAX_QUERY_WORDS]
-        if not words:
+        if not _WORD.search(query or ""):
             return [_hit(e) for e in entries.order_by("-updated_at")[:limit]]
-        # Any word may match (OR), the best-ranked first: recall over precision.
-        ts_query = SearchQuery(" | ".join(words), search_type="raw", config=SEARCH_CONFIG)
-        ranked = (
-            entries.filter(search_vector=ts_query)
-            .annotate(rank=SearchRank(F("search_vector"), ts_query))
-            .order_by("-rank", "-updated_at")[:limit]
-        )
-        return [_hit(e, float(e.rank)) for e in ranked]
+        # The hybrid recall of every turn (M2), without its token budget.
+        from agents.memory.recall import RecallSettings, recall
+
+        cfg = dataclasses.replace(RecallSettings.from_settings(), max_tokens=1_000_000)
+        found = recall(owner, query, scopes=scopes, cfg=cfg, limit=limit)
+        return [
+            MemoryHit(c.id, c.scope, c.category, c.content, round(c.score, 4), c.updated_at)
+            for c in found.selected
+        ]
 
     def _get(self, owner: MemoryOwner, entry_id: int) -> MemoryEntry:
         entry = self._entries(owner).filter(pk=entry_id).first()

@@ -6,6 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
     dependencies = [
         ("agents", "0007_agent_trace_verbose"),
+        ("agents", "0007_memory_embeddings"),
         ("agents", "0007_model_prices_may_be_unknown"),
         ("agents", "0007_routines_fire_policies_history"),
         ("agents", "0007_session_deleted_at_and_rewound_turns"),

@@ -20,6 +20,7 @@ from agents.models.conversation import (
     TurnState,
 )
 from agents.models.memory import MemoryCategory, MemoryEntry, MemoryScope
+from agents.models.memory_log import MemoryInjection
 from agents.models.providers import LLMProvider, ModelProfile, ProviderKind
 from agents.models.revisions import AgentRevision
 from agents.models.routines import (
@@ -68,6 +69,7 @@ __all__ = [
     "LLMProvider",
     "MemoryCategory",
     "MemoryEntry",
+    "MemoryInjection",
     "MemoryScope",
     "Message",
     "MessageState",

@@ -37,7 +37,8 @@ class Session(TenantOwned):
     is_group = models.BooleanField(
         default=False,
         db_default=False,
-        help_text="A group chat: the agent answers only messages that mention it (its name or @slug).",
+        help_text="A group chat: the agent answers only messages that mention it (its name or @slug), "
+        "and its MEMORY.md and personal memories stay out of it (E16).",
     )
     handed_off_from = models.ForeignKey(
         "agents.Agent",

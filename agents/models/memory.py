@@ -1,5 +1,5 @@
 """Structured memory (M1, M7): entries with a scope, a category, a full-text vector
-and, for the hybrid recall of a later issue, an optional embedding.
+and an embedding (P7) for the hybrid recall (M2, ``agents.memory.recall``).
 
 Scopes say who may see an entry, always within its tenant:
 
@@ -9,6 +9,13 @@ Scopes say who may see an entry, always within its tenant:
 
 ``search_vector`` is a generated column (``to_tsvector('simple', content)``), so it
 can never disagree with the content.
+
+``embedding`` is an untyped pgvector column: vectors of different dimensions (the
+local embedder's 256, a remote one's 1,536 ...) live side by side, ``embedding_dim``
+says which, and each dimension has its own partial HNSW index (cosine) on
+``embedding::vector(<dim>)`` (migration ``memory_embeddings``). A memory is embedded
+in the background after it is written; until then (or while its embedder is down,
+``embed_error`` says why) it is found by text.
 """
 
 from __future__ import annotations
@@ -57,6 +64,15 @@ class MemoryEntry(TenantOwned):
         db_persist=True,
     )
     embedding = VectorField(null=True, blank=True)
+    embedding_dim = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
+    embedder = models.CharField(
+        max_length=120, blank=True, editable=False, help_text="The embedder that made the vector."
+    )
+    embedded_at = models.DateTimeField(null=True, blank=True, editable=False)
+    embed_error = models.CharField(
+        max_length=500, blank=True, editable=False, help_text="Why the last embedding attempt failed."
+    )
+    archived_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -66,6 +82,9 @@ class MemoryEntry(TenantOwned):
         indexes = [
             GinIndex(fields=["search_vector"], name="memory_search_vector"),
             models.Index(fields=["tenant", "scope", "agent", "user"], name="memory_scope"),
+            models.Index(
+                fields=["tenant", "id"], name="memory_unembedded", condition=models.Q(embedding__isnull=True)
+            ),
         ]
         constraints = [
             # The owner a scope needs is always there (M7 rests on it).
@@ -81,3 +100,7 @@ class MemoryEntry(TenantOwned):
 
     def __str__(self) -> str:
         return f"[{self.scope}/{self.category}] {self.content[:60]}"
+
+
+# Dimensions that have their own partial HNSW index (migration memory_embeddings).
+INDEXED_DIMENSIONS = (256, 384, 768, 1024, 1536)  # pgvector indexes vector up to 2,000

@@ -9,6 +9,7 @@ it. The web UI, the API, routines and `claw chat` all come through here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ from agents.engine.turn import (
     resume_turn,
     run_turn,
 )
+from agents.memory.injection import recall_for_turn
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
 from agents.runtime.agent_command import agent_command
 from agents.runtime.context_commands import clear_command, skills_command
@@ -290,6 +292,9 @@ async def _drive_turn(
     cheap = model_spec(summary) if summary else None
     titles = agent.light_title_model
     title_model = model_spec(titles) if titles else None
+    if session.depth == 0:  # sub-agents get the minimal prompt, without recall
+        snippets = await db_async(recall_for_turn)(session, text, int(run_id) if run_id else None)
+        prompt = dataclasses.replace(prompt, memory_snippets=snippets)
 
     async def save_title(title: str, usage: list[UsageRecord]) -> None:
         await db_async(do_set_title)(session, title)

@@ -18,6 +18,7 @@ from claw_platform.api.views.config import AgentViewSet, ModelProfileViewSet, Pr
 from claw_platform.api.views.conversation import ApprovalViewSet, RunViewSet, SessionViewSet
 from claw_platform.api.views.events import TenantEventsView
 from claw_platform.api.views.hooks import HookView
+from claw_platform.api.views.memory import MemoryInjectionViewSet, MemoryViewSet
 from claw_platform.api.views.reports import AuditEventViewSet, AuditExportView, UsageView
 from claw_platform.api.views.routines import RoutineViewSet
 
@@ -33,6 +34,8 @@ router.register("api-keys", ApiKeyViewSet, basename="apikey")
 router.register("routines", RoutineViewSet, basename="routine")
 router.register("budgets", BudgetViewSet, basename="budget")
 router.register("kill-switches", KillSwitchViewSet, basename="killswitch")
+router.register("memory", MemoryViewSet, basename="memory")
+router.register("memory-injections", MemoryInjectionViewSet, basename="memoryinjection")
 
 api_v1 = [
     *router.urls,

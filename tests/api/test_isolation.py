@@ -35,7 +35,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from agents.actions.config import do_create_agent
 from agents.actions.routines import Trigger, do_create_routine
 from agents.budgets.models import Budget, KillSwitch
-from agents.models import Session
+from agents.models import MemoryEntry, MemoryInjection, Session
 from claw_platform.api.models import ApiKey
 from claw_platform.audit.models import AuditEvent
 from tests.api.conftest import client_for, make_key, make_person_key
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Kinds of tenant A's objects a route's ids can name. The session-hung ones are
 # M1's: members other than M1 must not reach them.
-MEMBER_KINDS = frozenset({"session", "run", "approval", "routine"})
+MEMBER_KINDS = frozenset({"session", "run", "approval", "routine", "memory", "memoryinjection"})
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,13 @@ ROUTES: dict[str, Route] = {
     "v1:routine-detail": Scoped("routine"),
     "v1:routine-run": Scoped("routine"),
     "v1:routine-runs": Scoped("routine"),
+    "v1:memory-list": Collection(),
+    "v1:memory-detail": Scoped("memory"),
+    "v1:memory-search": Checked(
+        "tests/memory/test_memory_api.py::test_search_recalls_only_what_the_caller_may_see"
+    ),
+    "v1:memoryinjection-list": Collection(),
+    "v1:memoryinjection-detail": Scoped("memoryinjection"),
     "v1:usage": Collection(),
     "v1:budget-list": Collection(),
     "v1:budget-detail": Scoped("budget"),
@@ -370,6 +377,21 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         trigger=Trigger("cron", cron="0 3 * * *"),
         acting_user=None,
     )
+    # M1's personal memory, and what recall put into M1's chat.
+    memory = MemoryEntry.objects.unscoped().create(
+        tenant=tenant_a.tenant,
+        scope="user",
+        user=chats.m1,
+        agent=tenant_a.agent,
+        content="M1 personal memory",
+    )
+    injection = MemoryInjection.objects.unscoped().create(
+        tenant=tenant_a.tenant,
+        session=chats.session,
+        run=chats.run,
+        query="M1 secret plans",
+        method="weighted",
+    )
     base = {"slug": only.slug, "file_name": "SOUL.md", "number": "1"}
     ids = {
         "agent": base,
@@ -384,6 +406,8 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "routine": {"pk": str(routine.pk)},
         "budget": {"pk": str(budget.pk)},
         "killswitch": {"pk": str(switch.pk)},
+        "memory": {"pk": str(memory.pk)},
+        "memoryinjection": {"pk": str(injection.pk)},
     }
     tenant_markers = [
         "a_member",
@@ -404,6 +428,7 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "m1-routine-nightly",
         "m1-routine-prompt",
         "a-member-budget",
+        "M1 personal memory",
     ]
     return World(chats, ids, tenant_markers, member_markers)
 
@@ -548,6 +573,8 @@ MISSING = {
     "run": {"pk": "999999999"},
     "approval": {"pk": "999999999"},
     "routine": {"pk": "999999999"},
+    "memory": {"pk": "999999999"},
+    "memoryinjection": {"pk": "999999999"},
 }
 
 

@@ -15,6 +15,8 @@ from agents.models import (
     AgentFile,
     AgentRevision,
     LLMProvider,
+    MemoryEntry,
+    MemoryInjection,
     ModelProfile,
     Routine,
     RoutineRun,
@@ -94,6 +96,8 @@ def objects_of(tenant_set) -> dict[type, object]:
         ChannelLink: ChannelLink.objects.unscoped(),
         ChannelConversation: ChannelConversation.objects.unscoped(),
         InboundUpdate: InboundUpdate.objects.unscoped(),
+        MemoryEntry: MemoryEntry.objects.unscoped(),
+        MemoryInjection: MemoryInjection.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -133,6 +137,8 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         ChannelLink,
         ChannelConversation,
         InboundUpdate,
+        MemoryEntry,
+        MemoryInjection,
     }
 
 
@@ -282,6 +288,7 @@ def m1_object(model, chats):
         UsageRecord: UsageRecord.objects.unscoped().filter(session=chats.session).first(),
         Budget: Budget.objects.unscoped().filter(user=chats.m1).first(),
         BudgetAlert: BudgetAlert.objects.unscoped().filter(budget__user=chats.m1).first(),
+        MemoryInjection: MemoryInjection.objects.unscoped().filter(session=chats.session).first(),
     }[model]
 
 
@@ -306,6 +313,7 @@ def test_the_session_hung_admin_models_are_these():
         BudgetAlert,
         ChannelConversation,
         InboundUpdate,
+        MemoryInjection,
     }
 
 
