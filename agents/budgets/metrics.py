@@ -1,30 +1,18 @@
-"""Hooks the observability stream counts from (prometheus counters live there).
-
-``on_refusal`` / ``on_alert`` take a callable each; without one they do nothing."""
+"""What the cost guard counts: every refused call and every threshold alert, as
+Prometheus counters (``claw_platform.observability.metrics``, served at /metrics)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-_refusal_hooks: list[Callable[[str, int], None]] = []
-_alert_hooks: list[Callable[[int, int], None]] = []
-
-
-def on_refusal(hook: Callable[[str, int], None]) -> None:
-    """``hook(code, tenant_id)`` is called for every refused LLM call."""
-    _refusal_hooks.append(hook)
-
-
-def on_alert(hook: Callable[[int, int], None]) -> None:
-    """``hook(tenant_id, threshold)`` is called for every threshold alert."""
-    _alert_hooks.append(hook)
-
 
 def count_budget_refusal(code: str, tenant_id: int) -> None:
-    for hook in _refusal_hooks:
-        hook(code, tenant_id)
+    """A call refused: ``code`` is budget_exceeded, call_rate_exceeded, unpriced_model
+    or llm_calls_stopped (the kill switch)."""
+    from claw_platform.observability.metrics import count_budget_refusal as count
+
+    count(code)
 
 
 def count_budget_alert(tenant_id: int, threshold: int) -> None:
-    for hook in _alert_hooks:
-        hook(tenant_id, threshold)
+    from claw_platform.observability.metrics import count_budget_alert as count
+
+    count(threshold)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from agents.engine import tracing
 from agents.memory.recall import Recall, recall
 from agents.memory.store import MemoryOwner
 from agents.models import MemoryInjection, Session
@@ -31,15 +32,27 @@ def recall_for_turn(session: Session, text: str, run_id: int | None) -> list[str
     """The memory snippets for this turn's prompt, with the injection logged. A
     recall that fails (but not a lost database) costs the turn its memories, not
     its answer."""
-    try:
-        result = recall(session_owner(session), text, personal=not session.is_group)
-    except Exception as exc:
-        if is_database_outage(exc):
-            raise
-        logger.exception("memory recall failed for session %s; the turn goes on without it", session.pk)
-        return []
-    log_injection(session, result, run_id)
-    return [c.content for c in result.selected]
+    with tracing.span(
+        "memory_recall", tracing.SPAN_MEMORY, {"claw.memory.personal": not session.is_group}
+    ) as span:
+        try:
+            result = recall(session_owner(session), text, personal=not session.is_group)
+        except Exception as exc:
+            if is_database_outage(exc):
+                raise
+            logger.exception("memory recall failed for session %s; the turn goes on without it", session.pk)
+            span.fail(str(exc)[:500] or type(exc).__name__, type(exc).__name__)
+            return []
+        span.update(
+            {
+                "claw.memory.method": result.method,
+                "claw.memory.candidates": len(result.candidates),
+                "claw.memory.selected": len(result.selected),
+                "claw.memory.tokens": result.tokens,
+            }
+        )
+        log_injection(session, result, run_id)
+        return [c.content for c in result.selected]
 
 
 def log_injection(session: Session, result: Recall, run_id: int | None) -> MemoryInjection | None:

@@ -45,7 +45,13 @@ MCP_REJECTIONS = Counter(
     "claw_mcp_rejections_total", "MCP calls refused, by server and reason.", ["server", "reason"]
 )
 BUDGET_REFUSALS = Counter(
-    "claw_budget_refusals_total", "Runs or calls refused by a budget, by scope.", ["scope"]
+    "claw_budget_refusals_total",
+    "LLM calls refused by the cost guard, by reason (budget_exceeded, call_rate_exceeded, "
+    "unpriced_model, llm_calls_stopped).",
+    ["reason"],
+)
+BUDGET_ALERTS = Counter(
+    "claw_budget_alerts_total", "Budget threshold alerts sent, by threshold (percent).", ["threshold"]
 )
 QUEUE_WAIT = Histogram(
     "claw_run_queue_wait_seconds",
@@ -87,9 +93,14 @@ def record_run(spans: Iterable[tracing.SpanRecord], status: str, queue_wait: flo
                     MCP_REJECTIONS.labels(str(server), error_type).inc()
 
 
-def count_budget_refusal(scope: str = "tenant") -> None:
-    """A budget refused a run or a call (called by the budgets' cost guard)."""
-    BUDGET_REFUSALS.labels(scope).inc()
+def count_budget_refusal(reason: str) -> None:
+    """The cost guard refused an LLM call (agents.budgets.metrics)."""
+    BUDGET_REFUSALS.labels(reason).inc()
+
+
+def count_budget_alert(threshold: int) -> None:
+    """A budget crossed an alert threshold (agents.budgets.metrics)."""
+    BUDGET_ALERTS.labels(str(threshold)).inc()
 
 
 def count_mcp_call(server: str, status: str = "ok") -> None:

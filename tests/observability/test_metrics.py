@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,12 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.actions.runs import do_send_message
+from agents.budgets.errors import BudgetRefused
+from agents.budgets.guard import reserve
+from agents.budgets.models import Budget
+from agents.budgets.scope import Charge
+from agents.engine.cost import ModelPrice
 from agents.models import Run
-from claw_platform.observability.metrics import count_budget_refusal
 from claw_platform.observability.metrics_access import metrics_token
 from claw_platform.observability.models import Span
 from tests.fakes.fake_llm import Turn as FakeTurn
@@ -70,12 +75,24 @@ def test_the_token_is_made_once_and_kept_private(tmp_path):
 
 def test_budget_refusals_and_the_queue_are_counted(live_agent):
     before = scrape()
-    count_budget_refusal("tenant")
+    # A real refusal by the cost guard: a spent budget refuses the next call.
+    Budget.objects.unscoped().create(tenant=live_agent.tenant, limit=Decimal("0"), period="month")
+    charge = Charge(
+        tenant_id=live_agent.tenant.pk, user_id=live_agent.member.pk, agent_ids=(live_agent.agent.pk,)
+    )
+    with pytest.raises(BudgetRefused):
+        reserve(
+            charge,
+            model="m",
+            price=ModelPrice.per_million(input=10, output=10),
+            input_tokens=10,
+            max_output_tokens=10,
+        )
     do_send_message(new_session(live_agent), "queued, never run", acting_user=live_agent.member)
     after = scrape()
     assert (
-        value(after, "claw_budget_refusals_total", scope="tenant")
-        == value(before, "claw_budget_refusals_total", scope="tenant") + 1
+        value(after, "claw_budget_refusals_total", reason="budget_exceeded")
+        == value(before, "claw_budget_refusals_total", reason="budget_exceeded") + 1
     )
     assert value(after, "claw_run_queue_depth") >= 1
     assert value(after, "claw_active_sessions") >= 1

@@ -45,12 +45,16 @@ def test_a_run_with_two_tool_calls_is_one_trace_of_the_right_shape(live_agent, f
     assert root.attributes["claw.run.status"] == "completed"
     children = [s for s in spans if s.parent_span_id == root.span_id]
     assert [s.name for s in children] == [
+        "memory_recall",
         f"chat {live_agent.model.model}",
         "execute_tool lookup",
         "execute_tool flaky",
         f"chat {live_agent.model.model}",
     ]
-    first_chat, lookup, flaky, second_chat = children
+    recall, first_chat, lookup, flaky, second_chat = children
+    assert recall.kind == "memory"
+    assert recall.attributes["claw.memory.personal"] is True
+    assert recall.attributes["claw.memory.method"] in ("weighted", "rrf")
     assert first_chat.attributes["gen_ai.operation.name"] == "chat"
     assert first_chat.attributes["gen_ai.provider.name"]
     assert first_chat.attributes["gen_ai.request.model"] == live_agent.model.model
