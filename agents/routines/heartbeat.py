@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from agents.budgets.scope import charge_for_run, charging
 from agents.engine.light import complete_light
 from agents.engine.types import LLMRequest, Message
 from agents.models import AgentFile, Session
@@ -62,12 +63,15 @@ async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: Mode
         max_tokens=512,
         purpose="summary",
     )
+    # Charged like any call of the session (agents.budgets): its tenant, user and agent.
+    charge = charge_for_run(tenant_id=session.tenant_id, user_id=session.user_id, agent_id=agent.agent_id)
     try:
-        result = await complete_light(
-            request,
-            main=model_spec(main_model),
-            cheap=model_spec(agent.cheap_model) if agent.cheap_model else None,
-        )
+        with charging(charge):
+            result = await complete_light(
+                request,
+                main=model_spec(main_model),
+                cheap=model_spec(agent.cheap_model) if agent.cheap_model else None,
+            )
     except Exception as exc:
         return f"Heartbeat failed: {readable_failure(exc)}"
     reply = result.response.message.text

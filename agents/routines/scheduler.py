@@ -133,6 +133,10 @@ class Scheduler:
         while not self._stop.is_set():
             try:
                 self._wake.clear()
+                # Each round starts like a request: a connection the server dropped
+                # meanwhile (a restart) fails Django's health check and is replaced
+                # quietly, instead of failing the round and logging a new outage.
+                close_old_connections()
                 due_in, running = next_wake(timezone.now())
                 if (due_in <= 0 or running) and tick(self.owner, shell_pool=self._shell_pool):
                     continue  # did something: more may be due

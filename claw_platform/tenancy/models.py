@@ -21,6 +21,7 @@ class Tenant(models.Model):
     # audit table's trigger allows no other delete.
     audit_retention_days = models.PositiveIntegerField(
         default=365,
+        db_default=365,
         validators=[MinValueValidator(1)],
         help_text="Audit events older than this many days are deleted by the daily prune.",
     )

@@ -95,6 +95,7 @@ def test_the_command_list_matches_the_catalogue() -> None:
         "summarize",
         "undo",
         "redo",
+        "agent",
         "model",
         "models",
         "tools",

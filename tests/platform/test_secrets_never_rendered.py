@@ -27,7 +27,7 @@ from django.urls import NoReverseMatch, reverse
 
 from agents.actions.routines import Trigger, do_create_routine
 from agents.budgets.models import Budget, KillSwitch
-from agents.models import AgentRevision, ApprovalRequest, Run, Session
+from agents.models import AgentRevision, ApprovalRequest, MemoryEntry, MemoryInjection, Run, Session
 from claw_platform.api.models import ApiKey
 from claw_platform.api.urls import router
 from claw_platform.audit.models import AuditEvent
@@ -216,6 +216,8 @@ def api_get_paths(tenant_a) -> list[str]:
         ),
         "budget": str(Budget.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
         "killswitch": str(KillSwitch.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
+        "memory": str(MemoryEntry.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
+        "memoryinjection": str(MemoryInjection.objects.unscoped().filter(tenant=tenant_a.tenant).first().pk),
     }
     paths = []
     api_routes = [r for r in http_routes() if r.pattern.startswith(("api/", "v1/"))]

@@ -129,7 +129,8 @@ def test_titles_memory_and_audit_rows_store_nul_and_lone_surrogates(live_agent):
     owner = MemoryOwner(live_agent.tenant.pk, live_agent.agent.pk, live_agent.member.pk)
     hit = PostgresMemoryStore().write(owner, "likes \x00 tea \udfff", scope="user", category="core")
     assert MemoryEntry.objects.unscoped().get(pk=hit.id).content == f"likes {R} tea {R}"
-    assert [h.id for h in PostgresMemoryStore().search(owner, "tea")] == [hit.id]
+    # Found first (the tenant's fixtures hold a memory of their own, which may follow).
+    assert PostgresMemoryStore().search(owner, "tea")[0].id == hit.id
     with tenant_context(live_agent.tenant.pk):
         record_audit_event(
             action="tool.executed",

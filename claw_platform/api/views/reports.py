@@ -182,7 +182,9 @@ class AuditExportView(TenantAPIView):
         renderer = self.get_renderers()[0]
         return renderer, renderer.media_type
 
-    @extend_schema(parameters=[AuditExportQuery], responses={(200, "application/x-ndjson"): str})
+    @extend_schema(
+        parameters=[AuditExportQuery], responses={(200, "application/x-ndjson"): str, (200, "text/csv"): str}
+    )
     def get(self, request: Request) -> StreamingHttpResponse:
         query = AuditExportQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
