@@ -55,6 +55,10 @@ DATABASE_OWNER = (
     config.database_config(_database_owner_url, "DATABASE_OWNER_URL") if _database_owner_url else None
 )
 CLAW_DB_RUNTIME_ROLE = str(DATABASES["default"].get("USER") or "")
+# Row-level security (claw_platform/tenancy/rls.py): strict, no tenant in context sees
+# and writes no row (only system_bypass() crosses tenants); off, no tenant sees every
+# row as before. Read when the policies are made: takes effect at the next migrate.
+CLAW_RLS_STRICT = config.env_bool("CLAW_RLS_STRICT", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The hot statements of a run as server-side prepared statements (claw_platform.prepared);
 # off for a connection pooler that cannot keep them (PgBouncer before 1.21).

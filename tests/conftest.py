@@ -14,6 +14,19 @@ def _fast_password_hashing(settings):  # type: ignore[no-untyped-def]
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _test_code_is_system_code():  # type: ignore[no-untyped-def]
+    """A test's own set-up and inspection cross tenants like system code: its statements
+    run under ``system_bypass()`` (strict row-level security passes nothing without a
+    tenant). What the product runs in a scope of its own (requests and API calls, which
+    set their scope, and the threads it starts) stays bound by the wall; a test enters
+    ``no_tenant()`` to run as code with no tenant in context."""
+    from claw_platform.tenancy.rls import system_bypass
+
+    with system_bypass():  # test code: fixtures and assertions across tenants
+        yield
+
+
 _runtime_credentials: dict = {}
 
 

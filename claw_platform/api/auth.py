@@ -23,6 +23,7 @@ from claw_platform.api.secrets import key_matches, key_prefix
 from claw_platform.tenancy.lookup import active_membership
 from claw_platform.tenancy.middleware import SESSION_TENANT_KEY
 from claw_platform.tenancy.models import Membership
+from claw_platform.tenancy.rls import system_bypass
 
 # last_used_at is written at most this often per key: one UPDATE a minute, not per call.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -53,7 +54,8 @@ def authenticate_key(token: str) -> ApiKey:
         raise exceptions.AuthenticationFailed("Invalid, expired or revoked API key.")
     now = timezone.now()
     if api_key.last_used_at is None or now - api_key.last_used_at > LAST_USED_RESOLUTION:
-        ApiKey.objects.unscoped().filter(pk=api_key.pk).update(last_used_at=now)
+        with system_bypass():  # the key's own row, found by its prefix before any tenant is known
+            ApiKey.objects.unscoped().filter(pk=api_key.pk).update(last_used_at=now)
         api_key.last_used_at = now
     return api_key
 
@@ -77,13 +79,14 @@ def _load_key(prefix: str) -> ApiKey | None:
     creator_role = Membership.objects.unscoped().filter(
         tenant_id=OuterRef("tenant_id"), user_id=OuterRef("created_by_id")
     )
-    api_key = (
-        ApiKey.objects.unscoped()
-        .select_related("tenant", "created_by")
-        .annotate(creator_role=Subquery(creator_role.values("role")[:1]))
-        .filter(prefix=prefix, tenant__is_active=True)
-        .first()
-    )
+    with system_bypass():  # API key -> tenant: the key is what says which tenant this is
+        api_key = (
+            ApiKey.objects.unscoped()
+            .select_related("tenant", "created_by")
+            .annotate(creator_role=Subquery(creator_role.values("role")[:1]))
+            .filter(prefix=prefix, tenant__is_active=True)
+            .first()
+        )
     # A key whose creator cannot act now is not kept: adding them back (a new
     # membership, which notifies nobody) takes effect on the next call.
     if api_key is not None and _creator_still_acts(api_key):

@@ -57,8 +57,22 @@ def tenant_context(tenant: Tenant | int) -> Iterator[None]:
 
 @contextmanager
 def all_tenants() -> Iterator[None]:
-    """Run the block unscoped (superuser admin, maintenance tasks). Use sparingly."""
+    """Run the block unscoped (superuser admin, maintenance tasks). Use sparingly: its
+    statements also bypass row-level security (``claw.rls_bypass = 'on'``); system code
+    says so with ``claw_platform.tenancy.rls.system_bypass()``, the same scope."""
     token = _scope.set(_Scope(tenant_id=None, all_tenants=True))
+    try:
+        yield
+    finally:
+        _scope.reset(token)
+
+
+@contextmanager
+def no_tenant() -> Iterator[None]:
+    """Run the block with no tenant in context: tenant-scoped managers refuse, and under
+    strict row-level security its statements see and write no tenant's rows. Entry
+    points start their work from it (nothing inherited from the caller)."""
+    token = _scope.set(None)
     try:
         yield
     finally:

@@ -6,17 +6,20 @@ from typing import Any
 
 from claw_platform.prepared import prepared_cursor
 from claw_platform.tenancy.models import Membership
+from claw_platform.tenancy.rls import system_bypass
 
 
 def active_membership(user: Any, preferred_tenant_id: int | None = None) -> Membership | None:
     """The membership the user acts under: the preferred tenant if they belong to it,
     else their oldest membership of an active tenant."""
-    memberships = (
-        Membership.objects.unscoped()
-        .select_related("tenant")
-        .filter(user_id=user.pk, tenant__is_active=True)
-        .order_by("created_at", "pk")
-    )
+    # Login/session -> membership: no tenant is known until this answers.
+    with system_bypass():
+        memberships = list(
+            Membership.objects.unscoped()
+            .select_related("tenant")
+            .filter(user_id=user.pk, tenant__is_active=True)
+            .order_by("created_at", "pk")
+        )
     chosen = None
     for membership in memberships:
         if membership.tenant_id == preferred_tenant_id:

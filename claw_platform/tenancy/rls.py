@@ -5,20 +5,22 @@ any other) gets ``ENABLE`` + ``FORCE ROW LEVEL SECURITY`` and the policy
 ``claw_tenant``, applied idempotently after every migrate (``apply_after_migrate``),
 so tables other branches add later are covered without them doing anything.
 
-The tenancy context (``claw_platform.tenancy.context``) is mirrored into the session
-setting ``claw.tenant_id`` of whichever connection runs the next statement
-(:func:`sync_connection`, an execute wrapper on every Django connection, and
-``claw_platform.prepared`` for its raw cursor): inside ``tenant_context(A)`` — web
-requests, sockets, tasks, workers and commands all enter one — every statement, a
-forgotten scope, ``.unscoped()`` or raw SQL alike, sees and writes only tenant A's
-rows. The setting is set only when it changes (a statement per change, not per
-query), travels with the connection (pooled connections included) and is set again
-after a rollback, which undoes it.
+The tenancy context (``claw_platform.tenancy.context``) is mirrored into two session
+settings of whichever connection runs the next statement (``_execute_wrapper``,
+an execute wrapper on every Django connection, and ``claw_platform.prepared`` for its
+raw cursor): ``claw.tenant_id`` and ``claw.rls_bypass``. Inside ``tenant_context(A)``
+— web requests, sockets, tasks, workers and commands all enter one — every
+statement, a forgotten scope, ``.unscoped()`` or raw SQL alike, sees and writes only
+tenant A's rows. The settings are set only when they change (a statement per change,
+not per query), travel with the connection (pooled connections included) and are set
+again after a rollback, which undoes them.
 
-``all_tenants()`` and code with no tenant in context run with the setting empty,
-which the policy lets through: the cross-tenant system paths (run claims, the relay
-pump, the sweeper) work unchanged. Making "no tenant" see nothing needs those paths
-to enter :func:`system_bypass` first; see the README for what is enforced today.
+Strict (``CLAW_RLS_STRICT``, the default): with no tenant in context the policy
+passes no row and allows no write. Only :func:`system_bypass` (``all_tenants()``,
+the same scope: one mechanism) sets ``claw.rls_bypass = 'on'`` and crosses tenants;
+every use is system code with a comment saying why (``grep -rn system_bypass``).
+Not strict: no tenant in context sees every row (the policy of before), for an
+installation whose integration finds a path not yet moved into the bypass.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ POLICY = "claw_tenant"
 TENANT_SETTING = "claw.tenant_id"
 BYPASS_SETTING = "claw.rls_bypass"
 _EMPTY = "nullif(current_setting('claw.tenant_id', true), '')"
-POLICY_EXPRESSION = (
-    f"({_EMPTY} IS NULL OR tenant_id = {_EMPTY}::bigint OR current_setting('claw.rls_bypass', true) = 'on')"
-)
+_BYPASS = "current_setting('claw.rls_bypass', true) = 'on'"
+STRICT_EXPRESSION = f"(tenant_id = {_EMPTY}::bigint OR {_BYPASS})"
+LENIENT_EXPRESSION = f"({_EMPTY} IS NULL OR tenant_id = {_EMPTY}::bigint OR {_BYPASS})"
 _CACHE_ATTR = "_claw_tenant_setting"
 
 
@@ -52,13 +54,23 @@ def tenant_tables() -> list[str]:
     return sorted(tables)
 
 
-def policy_statements(table: str, quote: Any) -> list[str]:
+def policy_expression(strict: bool | None = None) -> str:
+    """The policy's test; ``strict`` defaults to the ``CLAW_RLS_STRICT`` setting."""
+    if strict is None:
+        from django.conf import settings
+
+        strict = bool(getattr(settings, "CLAW_RLS_STRICT", True))
+    return STRICT_EXPRESSION if strict else LENIENT_EXPRESSION
+
+
+def policy_statements(table: str, quote: Any, *, strict: bool | None = None) -> list[str]:
     t = quote(table)
+    expression = policy_expression(strict)
     return [
         f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY",
         f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY",
         f"DROP POLICY IF EXISTS {POLICY} ON {t}",
-        f"CREATE POLICY {POLICY} ON {t} USING {POLICY_EXPRESSION} WITH CHECK {POLICY_EXPRESSION}",
+        f"CREATE POLICY {POLICY} ON {t} USING {expression} WITH CHECK {expression}",
     ]
 
 
@@ -83,17 +95,23 @@ def apply_after_migrate(sender: Any, using: str = "default", **kwargs: Any) -> N
         apply_row_level_security(using)
 
 
-def _wanted() -> str:
+def _wanted() -> tuple[str, str]:
+    """(``claw.tenant_id``, ``claw.rls_bypass``) for the scope in context."""
     from claw_platform.tenancy.context import _scope
 
     scope = _scope.get()
-    if scope is None or scope.all_tenants or scope.tenant_id is None:
-        return ""
-    return str(int(scope.tenant_id))
+    if scope is None:
+        return ("", "off")
+    if scope.all_tenants:
+        return ("", "on")
+    return ("" if scope.tenant_id is None else str(int(scope.tenant_id)), "off")
+
+
+_SET_BOTH = "SELECT set_config(%s, %s, false), set_config(%s, %s, false)"
 
 
 def sync_raw(raw: Any) -> None:
-    """Make ``raw`` (a psycopg connection) carry the tenant in context."""
+    """Make ``raw`` (a psycopg connection) carry the tenant (or the bypass) in context."""
     import psycopg.pq
 
     wanted = _wanted()
@@ -102,8 +120,9 @@ def sync_raw(raw: Any) -> None:
     status = raw.info.transaction_status
     if status == psycopg.pq.TransactionStatus.INERROR:
         return  # the statement fails anyway; the setting is made on the next one
+    tenant, bypass = wanted
     with raw.cursor() as cursor:
-        cursor.execute("SELECT set_config(%s, %s, false)", [TENANT_SETTING, wanted])
+        cursor.execute(_SET_BOTH, [TENANT_SETTING, tenant, BYPASS_SETTING, bypass])
     setattr(raw, _CACHE_ATTR, wanted)
 
 
@@ -138,10 +157,13 @@ def install(sender: Any, connection: Any, **kwargs: Any) -> None:
 
 
 @contextmanager
-def system_bypass(using: str = "default") -> Iterator[None]:
+def system_bypass() -> Iterator[None]:
     """THE explicit escape from row-level security, for system code that must read or
-    write across tenants even inside a tenant's context. Grep for ``system_bypass``
-    to find every use."""
+    write across tenants (run claims, the sweeper, the relay pump, token -> tenant
+    look-ups), even inside a tenant's context: the scope of ``all_tenants()``, whose
+    statements run with ``claw.rls_bypass = 'on'``. A ``tenant_context`` entered inside
+    it binds to that tenant again. Grep for ``system_bypass`` to find every use; each
+    carries a comment saying why."""
     from claw_platform.tenancy.context import all_tenants
 
     with all_tenants():

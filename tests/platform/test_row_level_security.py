@@ -15,8 +15,10 @@ from django.db import DatabaseError, connection, transaction
 
 from agents.models import Agent, LLMProvider
 from claw_platform.prepared import prepared_cursor
-from claw_platform.tenancy.context import all_tenants, tenant_context
-from claw_platform.tenancy.rls import POLICY, system_bypass, tenant_tables
+from claw_platform.tenancy.context import all_tenants, no_tenant, tenant_context
+from claw_platform.tenancy.models import Membership
+from claw_platform.tenancy.rls import POLICY, policy_statements, system_bypass, tenant_tables
+from tests.fixtures.tenants import make_user
 
 
 @pytest.mark.django_db
@@ -103,3 +105,55 @@ def test_the_runtime_role_cannot_switch_the_wall_off(tenant_a: Any) -> None:
         cursor.execute("ALTER TABLE agents_agent NO FORCE ROW LEVEL SECURITY")
     with _refused("must be owner") as cursor:
         cursor.execute(f"DROP POLICY {POLICY} ON agents_agent")
+
+
+@pytest.mark.django_db
+def test_strict_no_tenant_in_context_sees_nothing_and_writes_nothing(tenant_a: Any, tenant_b: Any) -> None:
+    outsider = make_user("rls_outsider")
+    with no_tenant():
+        for table in ("agents_agent", "agents_llmprovider", "tenancy_membership", "agents_session"):
+            assert _raw_tenant_ids(table) == set(), table
+        assert Agent.objects.unscoped().count() == 0
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM agents_usagerecord")
+            assert cursor.fetchone()[0] == 0
+        assert Agent.objects.unscoped().update(name="renamed") == 0
+        assert Agent.objects.unscoped().filter(pk=tenant_a.agent.pk).delete()[0] == 0
+        with pytest.raises(DatabaseError, match="row-level security"), transaction.atomic():
+            Membership.objects.unscoped().create(tenant=tenant_b.tenant, user=outsider, role="owner")
+    with system_bypass():
+        assert not Membership.objects.unscoped().filter(user=outsider).exists()
+        assert Agent.objects.unscoped().get(pk=tenant_a.agent.pk).name == "A assistant"
+
+
+@pytest.mark.django_db
+def test_the_bypass_sees_every_tenant_and_a_tenant_inside_it_binds_again(
+    tenant_a: Any, tenant_b: Any
+) -> None:
+    a, b = tenant_a.tenant.pk, tenant_b.tenant.pk
+    with no_tenant():
+        with system_bypass():
+            assert _raw_tenant_ids("agents_agent") >= {a, b}
+            with tenant_context(b):
+                assert _raw_tenant_ids("agents_agent") == {b}
+            assert _raw_tenant_ids("agents_agent") >= {a, b}
+        assert _raw_tenant_ids("agents_agent") == set()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('claw.rls_bypass', true)")
+        assert cursor.fetchone()[0] == "on"  # the test itself runs as system code
+
+
+@pytest.mark.django_db
+def test_the_policy_is_strict_unless_the_setting_says_otherwise() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_expr(p.polqual, p.polrelid) FROM pg_policy p "
+            "WHERE p.polrelid = 'agents_agent'::regclass AND p.polname = %s",
+            [POLICY],
+        )
+        (qual,) = cursor.fetchone()
+    assert "IS NULL" not in qual
+    assert "rls_bypass" in qual
+    lenient = policy_statements("t", str, strict=False)[-1]
+    assert "IS NULL OR tenant_id" in lenient
+    assert "IS NULL" not in policy_statements("t", str, strict=True)[-1]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Agent
-from claw_platform.tenancy.context import TenantContextMissing, all_tenants, tenant_context
+from claw_platform.tenancy.context import TenantContextMissing, all_tenants, no_tenant, tenant_context
 
 
 def test_it_refuses_to_query_tenant_rows_without_a_tenant(tenant_a, tenant_b):
-    with pytest.raises(TenantContextMissing):
+    with no_tenant(), pytest.raises(TenantContextMissing):
         list(Agent.objects.all())
 
 
