@@ -16,6 +16,7 @@ from django.contrib.auth import get_user_model
 from agents.models import Session
 from claw_platform.tenancy.member_rule import ACTING_ROLES, Caller
 from claw_platform.tenancy.models import Membership
+from claw_platform.tenancy.rls import system_bypass
 
 # A socket's close codes: not signed in (or the key or account no longer works), no
 # such session (missing, another tenant's, hidden by the member rule -- the same on
@@ -57,6 +58,14 @@ def access_session(
     undo window) is found only with ``include_deleted`` (to restore it)."""
     if user is None or not user.is_authenticated or not user.is_active:
         raise SessionNotFound(session_id)
+    # Session id -> tenant: found across tenants, then checked against the membership.
+    with system_bypass():
+        return _access_session(user, session_id, tenant_id, include_deleted)
+
+
+def _access_session(
+    user: Any, session_id: Any, tenant_id: int | None, include_deleted: bool
+) -> SessionAccess:
     session = (
         Session._base_manager.select_related("agent").filter(pk=session_id, tenant__is_active=True).first()
     )

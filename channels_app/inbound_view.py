@@ -22,6 +22,7 @@ from channels_app.receive import receive_messages
 from claw_platform.api.errors import error_body
 from claw_platform.json_input import JsonInputError, parse_json
 from claw_platform.tenancy.context import tenant_context
+from claw_platform.tenancy.rls import system_bypass
 
 logger = logging.getLogger("claw.channels.inbound")
 
@@ -36,9 +37,13 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
 def inbound_view(request: HttpRequest, public_id: Any) -> HttpResponse:
     if request.method not in ("POST", "GET"):
         return _error(405, "method_not_allowed", "POST updates here.")
-    channel = (
-        Channel.objects.unscoped().select_related("agent").filter(public_id=public_id, enabled=True).first()
-    )
+    with system_bypass():  # inbound webhook -> tenant: the channel's public id says which tenant
+        channel = (
+            Channel.objects.unscoped()
+            .select_related("agent")
+            .filter(public_id=public_id, enabled=True)
+            .first()
+        )
     if channel is None:
         return _error(404, "not_found", "No such channel.")
     inbound = InboundRequest(

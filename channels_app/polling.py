@@ -29,6 +29,7 @@ from channels_app.models import Channel, ReceiveMode
 from claw_platform.background_loop import submit
 from claw_platform.db import db_async
 from claw_platform.tenancy.context import tenant_context
+from claw_platform.tenancy.rls import system_bypass
 
 logger = logging.getLogger("claw.channels.polling")
 
@@ -127,6 +128,13 @@ async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> No
 
 async def run_pollers(stop: threading.Event, owner: str, *, scan_seconds: float = SCAN_SECONDS) -> None:
     """Claim and poll channels until ``stop`` is set."""
+    # The pollers find and lease every tenant's polling channels (their tasks inherit
+    # this; storing a batch enters the channel's own tenant).
+    with system_bypass():
+        await _run_pollers(stop, owner, scan_seconds)
+
+
+async def _run_pollers(stop: threading.Event, owner: str, scan_seconds: float) -> None:
     running: dict[int, asyncio.Task[None]] = {}
     while not stop.is_set():
         try:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from agents.memory.embedders import EmbedderError, check_vectors, embedder_for_tenant
 from agents.memory.recall import vector_literal
 from agents.models import MemoryEntry
+from claw_platform.tenancy.rls import system_bypass
 
 logger = logging.getLogger("claw.memory")
 
@@ -47,6 +48,12 @@ def embed_memories(
 ) -> int:
     """Embed memories without a vector (those ids, a tenant's, or any); the count done.
     A failing embedder leaves its memories unembedded with ``embed_error`` set."""
+    # A task: memories of any tenant (the schedule's sweep), each tenant's with its own embedder.
+    with system_bypass():
+        return _embed_memories(entry_ids, tenant_id, limit)
+
+
+def _embed_memories(entry_ids: list[int] | None, tenant_id: int | None, limit: int) -> int:
     rows = MemoryEntry._base_manager.filter(embedding__isnull=True)
     if entry_ids is not None:
         rows = rows.filter(pk__in=entry_ids)

@@ -27,6 +27,7 @@ from agents.routines.firing import start_due_fires
 from agents.routines.outcome import settle_finished
 from agents.routines.planner import plan_due
 from claw_platform.db import listen_connection_params
+from claw_platform.tenancy.rls import system_bypass
 
 logger = logging.getLogger("claw.routines")
 
@@ -45,7 +46,7 @@ SELECT
 def next_wake(now: datetime) -> tuple[float, bool]:
     """Seconds until a routine or fire is due (capped at the idle poll), and whether
     routine runs are going (one query)."""
-    with connection.cursor() as cursor:
+    with system_bypass(), connection.cursor() as cursor:  # every tenant's routines and fires
         cursor.execute(NEXT_WAKE_SQL)
         due, fire, running = cursor.fetchone()
     wait = float(settings.CLAW_ROUTINE_IDLE_POLL_SECONDS)
@@ -60,21 +61,24 @@ def tick(owner: str, now: datetime | None = None, *, shell_pool: ThreadPoolExecu
     from agents.routines.shell import execute_shell_run
 
     now = now or timezone.now()
-    planned = plan_due(now)
-    shell_runs = start_due_fires(now, owner)
-    started = len(shell_runs)
-    for row_id in shell_runs:
-        if shell_pool is not None:
-            shell_pool.submit(_in_thread, execute_shell_run, row_id)
-        else:
-            execute_shell_run(row_id)
-    settled = settle_finished(now)
+    # The scheduler plans, claims and settles every tenant's routines: system code.
+    with system_bypass():
+        planned = plan_due(now)
+        shell_runs = start_due_fires(now, owner)
+        started = len(shell_runs)
+        for row_id in shell_runs:
+            if shell_pool is not None:
+                shell_pool.submit(_in_thread, execute_shell_run, row_id)
+            else:
+                execute_shell_run(row_id)
+        settled = settle_finished(now)
     return bool(planned or started or settled)
 
 
 def _in_thread(function: object, *args: object) -> None:
     try:
-        function(*args)  # type: ignore[operator]
+        with system_bypass():  # a routine run the scheduler started, found by its id (any tenant)
+            function(*args)  # type: ignore[operator]
     except Exception:
         logger.exception("routine work failed")
     finally:

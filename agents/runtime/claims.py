@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import transaction
 
 from claw_platform.prepared import GENERIC_PLANS, prepared_cursor
+from claw_platform.tenancy.rls import system_bypass
 
 # Claims are serialised by this advisory lock so the limit counts cannot race; a
 # claim is one short transaction, so the lock is held for a millisecond or two.
@@ -163,7 +164,8 @@ def claim_run(run_id: int, owner: str) -> Claim | None:
 def claim_runs(run_ids: list[int], owner: str, *, limit: int) -> list[Claim]:
     """:func:`claim_run` for several runs, oldest first, at most ``limit``, in one
     transaction on Django's connection."""
-    with transaction.atomic(), prepared_cursor() as cursor:
+    # Run claims cross tenants by design: any queued run of any tenant.
+    with system_bypass(), transaction.atomic(), prepared_cursor() as cursor:
         cursor.execute(_LOCK_SQL, [_CLAIM_LOCK_KEY])
         cursor.execute(_CLAIM_SQL, {**claim_params(owner), "runs": sorted(set(run_ids)), "limit": limit})
         return _claims(cursor.fetchall())[0]

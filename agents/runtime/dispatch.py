@@ -40,6 +40,7 @@ from agents.runtime.claims import (
 from claw_platform.db import listen_connection_params
 from claw_platform.outage import database_outage
 from claw_platform.prepared import prepare_threshold
+from claw_platform.tenancy.rls import system_connection_params
 
 logger = logging.getLogger("claw.runs.dispatch")
 
@@ -88,8 +89,9 @@ class RunDispatcher:
 
     async def _listen(self) -> None:
         # Its name tells the other workers' claims that this one is there (and its size).
+        # Its claims cross tenants by design: the connection carries the system bypass.
         params = {
-            **listen_connection_params(),
+            **system_connection_params(listen_connection_params()),
             "application_name": dispatcher_application_name(self.owner, self.capacity),
         }
         failures = 0
@@ -155,8 +157,13 @@ class RunDispatcher:
 
     async def _claim_connection(self) -> psycopg.AsyncConnection[Any]:
         if self._claim_conn is None or self._claim_conn.closed:
+            # Claims of any tenant's runs: a system connection (the bypass set at connect).
             self._claim_conn = await psycopg.AsyncConnection.connect(
-                **{**listen_connection_params(), "prepare_threshold": prepare_threshold()}, autocommit=True
+                **{
+                    **system_connection_params(listen_connection_params()),
+                    "prepare_threshold": prepare_threshold(),
+                },
+                autocommit=True,
             )
         return self._claim_conn
 

@@ -9,6 +9,7 @@ from django.conf import settings
 from django_q.models import Schedule
 
 from agents.actions.conversation import prune_idle_sessions
+from claw_platform.tenancy.rls import system_bypass
 
 logger = logging.getLogger("claw.maintenance")
 
@@ -16,9 +17,11 @@ PRUNE_EVERY_MINUTES = 10  # IronClaw prunes idle sessions every 10 minutes
 
 
 def prune_idle_sessions_task() -> dict[str, int]:
-    result = prune_idle_sessions(
-        idle_days=settings.CLAW_SESSION_IDLE_DAYS, undo_delete_seconds=settings.CLAW_CHAT_UNDO_DELETE_SECONDS
-    )
+    with system_bypass():  # housekeeping over every tenant's sessions
+        result = prune_idle_sessions(
+            idle_days=settings.CLAW_SESSION_IDLE_DAYS,
+            undo_delete_seconds=settings.CLAW_CHAT_UNDO_DELETE_SECONDS,
+        )
     if any(result.values()):
         logger.info("pruned sessions: %s", result)
     return result
@@ -28,7 +31,8 @@ def expire_budget_reservations_task() -> int:
     """Charge reservations of calls whose worker died (agents.budgets.guard)."""
     from agents.budgets.guard import expire_reservations
 
-    count = expire_reservations()
+    with system_bypass():  # unsettled reservations of every tenant
+        count = expire_reservations()
     if count:
         logger.info("charged %s unsettled budget reservations at their worst case", count)
     return count

@@ -68,6 +68,7 @@ from claw_platform.observability.run_trace import describe_run, traced_run
 from claw_platform.prepared import prepared_cursor
 from claw_platform.raw_rows import instances, select_list
 from claw_platform.tenancy.context import tenant_context
+from claw_platform.tenancy.rls import system_bypass
 
 logger = logging.getLogger("claw.runs.worker")
 
@@ -234,7 +235,8 @@ class RunSupervisor:
             self.tokens.pop(claim.run_id, None)
             self.active.discard(claim.run_id)
             try:
-                await db_async(enqueue_next_runs)(claim.session_id)
+                with tenant_context(claim.tenant_id):  # the session's own waiting runs
+                    await db_async(enqueue_next_runs)(claim.session_id)
             except Exception:
                 logger.exception("could not enqueue the runs waiting after run %s", claim.run_id)
 
@@ -351,13 +353,15 @@ def shutdown_supervisor() -> None:
 def _cancel_requested(ids: list[int]) -> list[int]:
     # Four times a second with every active run's id: one prepared statement and an
     # array, not the ORM compiling an IN list of hundreds of parameters each time.
-    with prepared_cursor() as cursor:
+    # The worker's active runs, of every tenant: system code.
+    with system_bypass(), prepared_cursor() as cursor:
         cursor.execute("SELECT id FROM agents_run WHERE id = ANY(%s) AND cancel_requested", [ids])
         return [row[0] for row in cursor.fetchall()]
 
 
 def _renew_leases(ids: list[int], owner: str) -> set[int]:
-    with prepared_cursor() as cursor:
+    # The leases of the worker's runs, of every tenant: system code.
+    with system_bypass(), prepared_cursor() as cursor:
         cursor.execute(
             "UPDATE agents_run SET lease_expires_at = now() + make_interval(secs => %s), heartbeat_at = now() "
             "WHERE id = ANY(%s) AND lease_owner = %s AND status = 'running' RETURNING id",
@@ -530,9 +534,10 @@ async def _hand_back(claim: Claim, owner: str, *, patience: float = 30.0) -> Non
 
 
 def _release_lease(run_id: int, owner: str) -> None:
-    released = Run._base_manager.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)
-    )
+    with system_bypass():  # a stopping worker hands back its runs, whatever their tenant
+        released = Run._base_manager.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
     if released:
         enqueue_run(run_id)
 
@@ -654,6 +659,11 @@ def sweep_runs(*, limit: int = 100) -> dict[str, int]:
     """Send back runs whose worker died (expired lease) and runs still waiting for a
     slot; end runs whose dead worker had been asked to cancel. Idempotent: it only
     enqueues, and claims are atomic."""
+    with system_bypass():  # the sweeper looks at every tenant's runs
+        return _sweep_runs(limit)
+
+
+def _sweep_runs(limit: int) -> dict[str, int]:
     now = timezone.now()
     dead_cancelled = list(
         Run._base_manager.filter(status=RunStatus.RUNNING, lease_expires_at__lt=now, cancel_requested=True)

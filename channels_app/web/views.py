@@ -26,6 +26,7 @@ from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.lookup import active_membership
 from claw_platform.tenancy.middleware import SESSION_TENANT_KEY
 from claw_platform.tenancy.models import Membership
+from claw_platform.tenancy.rls import system_bypass
 
 SIDEBAR_SESSIONS = 50
 
@@ -53,12 +54,13 @@ COMMAND_HINTS: dict[str, str] = {
 
 
 def _memberships(request: HttpRequest) -> list[Membership]:
-    return list(
-        Membership.objects.unscoped()
-        .select_related("tenant")
-        .filter(user_id=request.user.pk, tenant__is_active=True)
-        .order_by("tenant__name")
-    )
+    with system_bypass():  # the user's own memberships in every team (the team switcher)
+        return list(
+            Membership.objects.unscoped()
+            .select_related("tenant")
+            .filter(user_id=request.user.pk, tenant__is_active=True)
+            .order_by("tenant__name")
+        )
 
 
 def _page_context(request: HttpRequest, session: Session | None, acting: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse
 
 from claw_platform.admin.secrets import with_secret_fields_hidden
 from claw_platform.signin.pages import SignInThrottleFormMixin, answer_lockout
-from claw_platform.tenancy.context import all_tenants
+from claw_platform.tenancy.context import all_tenants, keep_scope_while_streaming
 from claw_platform.tenancy.lookup import active_membership
 
 
@@ -66,7 +66,7 @@ class ClawAdminSite(AdminSite):
                     # here, while the page's queries may still see every tenant.
                     if callable(getattr(response, "render", None)) and not response.is_rendered:
                         response.render()
-                    return response
+                    return keep_scope_while_streaming(response)  # an export streams after this
             return inner(request, *args, **kwargs)
 
         return scoped

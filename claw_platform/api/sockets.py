@@ -16,6 +16,7 @@ from channels_app.access import CLOSE_ACCESS_CHANGED, CLOSE_NOT_FOUND, CLOSE_UNA
 from claw_platform.api.auth import authenticate_key
 from claw_platform.api.credential_watch import key_credentials
 from claw_platform.api.principal import Principal
+from claw_platform.tenancy.context import tenant_context
 
 __all__ = [
     "CLOSE_NOT_FOUND",
@@ -45,11 +46,12 @@ def key_session_access(key: Any, session_id: Any) -> KeySocketAccess | int:
     except AuthenticationFailed:
         return CLOSE_UNAUTHENTICATED
     principal = Principal.for_key(api_key)
-    session = (
-        Session._base_manager.select_related("agent")
-        .filter(pk=session_id, tenant_id=principal.tenant_id, tenant__is_active=True)
-        .first()
-    )
+    with tenant_context(principal.tenant_id):
+        session = (
+            Session._base_manager.select_related("agent")
+            .filter(pk=session_id, tenant_id=principal.tenant_id, tenant__is_active=True)
+            .first()
+        )
     if (
         session is None
         or not principal.allows("read")

@@ -9,11 +9,14 @@ import logging
 
 from django.db import connection
 
+from claw_platform.tenancy.rls import system_bypass
+
 logger = logging.getLogger("claw.audit")
 
 
 def prune_expired_audit_events() -> int:
-    with connection.cursor() as cursor:
+    # Retention over every tenant's audit rows (each by its own tenant's setting).
+    with system_bypass(), connection.cursor() as cursor:
         cursor.execute("SELECT audit_prune_expired()")
         removed = int(cursor.fetchone()[0])
     if removed:

@@ -40,9 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     else:
         namespace = parser.parse_args(args)
     from claw_platform.config import ConfigError
+    from claw_platform.tenancy.rls import system_bypass
 
     try:
-        code: int = namespace.func(namespace)
+        # The operator's commands (bootstrap, doctor, apikey, chat, unlock ...) act
+        # across tenants; the servers `claw up` starts are processes of their own.
+        with system_bypass():
+            code: int = namespace.func(namespace)
     except ConfigError as exc:
         print(f"claw: configuration error: {exc}", file=sys.stderr)
         return 2

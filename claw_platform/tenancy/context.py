@@ -7,11 +7,11 @@ entry points alike. ``TenantManager`` reads it and refuses to query without one.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from claw_platform.tenancy.models import Tenant
@@ -77,6 +77,48 @@ def no_tenant() -> Iterator[None]:
         yield
     finally:
         _scope.reset(token)
+
+
+def keep_scope_while_streaming(response: Any) -> Any:
+    """A streamed body (an export, an event stream, a ``wait``-mode reply) is produced
+    after the view returned and the request's scope was reset: run each step of it in
+    the scope in context now, so its queries see the tenant's rows (strict row-level
+    security passes none without one) and nothing else. Other responses pass as they are."""
+    if not getattr(response, "streaming", False):
+        return response
+    scope = _scope.get()
+    content = response.streaming_content
+    if getattr(response, "is_async", False):
+
+        async def stepped_async() -> AsyncIterator[Any]:
+            iterator = content.__aiter__()
+            while True:
+                token = _scope.set(scope)
+                try:
+                    item = await iterator.__anext__()
+                except StopAsyncIteration:
+                    return
+                finally:
+                    _scope.reset(token)
+                yield item
+
+        response.streaming_content = stepped_async()
+    else:
+
+        def stepped() -> Iterator[Any]:
+            iterator = iter(content)
+            while True:
+                token = _scope.set(scope)
+                try:
+                    item = next(iterator)
+                except StopIteration:
+                    return
+                finally:
+                    _scope.reset(token)
+                yield item
+
+        response.streaming_content = stepped()
+    return response
 
 
 def set_scope(tenant_id: int | None, *, all_tenants: bool = False) -> object:

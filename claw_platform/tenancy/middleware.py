@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 
 from claw_platform.db import db_async
 from claw_platform.observability.logs import bind_ids, request_id_of, unbind
-from claw_platform.tenancy.context import reset_scope, set_scope
+from claw_platform.tenancy.context import keep_scope_while_streaming, reset_scope, set_scope
 from claw_platform.tenancy.lookup import active_membership
 
 SESSION_TENANT_KEY = "claw_tenant_id"
@@ -40,7 +40,7 @@ class TenantMiddleware:
         token = self._bind(request, membership)
         ids = bind_request_ids(request, membership)
         try:
-            return self.get_response(request)
+            return keep_scope_while_streaming(self.get_response(request))
         finally:
             unbind(ids)
             reset_scope(token)
@@ -55,7 +55,7 @@ class TenantMiddleware:
         ids = bind_request_ids(request, membership)
         try:
             response: Awaitable[HttpResponse] = self.get_response(request)
-            return await response
+            return keep_scope_while_streaming(await response)  # type: ignore[no-any-return]
         finally:
             unbind(ids)
             reset_scope(token)

@@ -156,6 +156,18 @@ def install(sender: Any, connection: Any, **kwargs: Any) -> None:
         setattr(connection, name, rolled_back)
 
 
+BYPASS_OPTION = f"-c {BYPASS_SETTING}=on"
+
+
+def system_connection_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` (psycopg keyword arguments) for a connection of system code's own, kept
+    for cross-tenant work outside Django's connections (the run dispatcher's claims):
+    the bypass is made when it connects (``options=-c claw.rls_bypass=on``). The other
+    half of :func:`system_bypass`; grep for both."""
+    options = " ".join(part for part in (params.get("options"), BYPASS_OPTION) if part)
+    return {**params, "options": options}
+
+
 @contextmanager
 def system_bypass() -> Iterator[None]:
     """THE explicit escape from row-level security, for system code that must read or

@@ -47,7 +47,7 @@ from claw_platform.api.stream_access import while_allowed
 from claw_platform.api.throttling import PrincipalRateThrottle
 from claw_platform.api.views.base import content_length
 from claw_platform.db import db_async
-from claw_platform.tenancy.context import tenant_context
+from claw_platform.tenancy.context import keep_scope_while_streaming, set_scope, tenant_context
 
 SESSION_HEADER = "HTTP_X_CLAW_SESSION"
 
@@ -143,6 +143,9 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
     try:
         since = credential_watch.generation()
         principal = await _db(_authenticate)(request)
+        # The key's tenant for the rest of the call (the middleware resets the scope
+        # when the request ends): its run's settling and usage read that tenant's rows.
+        set_scope(principal.tenant_id)
         if not principal.allows("write"):
             raise WireError(
                 "This API key cannot write (it needs the 'write' scope).",
@@ -169,8 +172,10 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
         return _error_response(error)
     deadline = time.monotonic() + float(settings.CLAW_API_WAIT_SECONDS)
     if chat.stream:
-        streaming = StreamingHttpResponse(
-            _stream(started, chat, deadline, principal, since), content_type="text/event-stream"
+        streaming = keep_scope_while_streaming(
+            StreamingHttpResponse(
+                _stream(started, chat, deadline, principal, since), content_type="text/event-stream"
+            )
         )
         for name, value in SSE_HEADERS.items():
             streaming[name] = value

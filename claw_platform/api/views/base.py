@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 from claw_platform.api.credential_watch import credential_watch
 from claw_platform.api.errors import ApiError
 from claw_platform.api.principal import Principal
-from claw_platform.tenancy.context import all_tenants, reset_scope, set_scope
+from claw_platform.tenancy.context import all_tenants, keep_scope_while_streaming, reset_scope, set_scope
 
 
 def content_length(request: Any) -> int:
@@ -51,7 +51,8 @@ class TenantScopedMixin:
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+            # A streamed body runs after this returns: it keeps the caller's tenant.
+            return keep_scope_while_streaming(super().dispatch(request, *args, **kwargs))  # type: ignore[misc]
         finally:
             if self._scope_token is not None:
                 reset_scope(self._scope_token)

@@ -10,9 +10,12 @@ from typing import Any
 from django.core.management.commands.migrate import Command as DjangoMigrate
 
 from claw_platform.db_roles import as_owner
+from claw_platform.tenancy.rls import system_bypass
 
 
 class Command(DjangoMigrate):
     def handle(self, *args: Any, **options: Any) -> None:
-        with as_owner(options["database"]):
+        # Data migrations and post_migrate handlers touch every tenant's rows: the owner
+        # is bound by the forced policies too, so they run under the system bypass.
+        with as_owner(options["database"]), system_bypass():
             super().handle(*args, **options)
