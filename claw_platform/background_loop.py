@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import logging
 import threading
 from collections.abc import Coroutine
@@ -23,7 +24,9 @@ logger = logging.getLogger("claw.background_loop")
 class BackgroundLoop:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._queue: asyncio.Queue[tuple[Coroutine[Any, Any, Any], concurrent.futures.Future[Any]]]
+        self._queue: asyncio.Queue[
+            tuple[Coroutine[Any, Any, Any], contextvars.Context, concurrent.futures.Future[Any]]
+        ]
         ready = threading.Event()
 
         def run() -> None:
@@ -39,9 +42,11 @@ class BackgroundLoop:
 
     async def _drain(self) -> None:
         while True:
-            coro, future = await self._queue.get()
+            coro, context, future = await self._queue.get()
             try:
-                result = await coro
+                # In the submitter's context (its tenant, or the system bypass, and its
+                # log ids): a delivery started inside tenant_context(A) reads A's rows.
+                result = await self.loop.create_task(coro, context=context)
             except Exception as exc:
                 logger.exception("background work failed")
                 future.set_exception(exc)
@@ -52,7 +57,8 @@ class BackgroundLoop:
         """Run ``coro`` after everything submitted before it; returns a future the
         caller may wait on (or ignore)."""
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.loop.call_soon_threadsafe(self._queue.put_nowait, (coro, future))
+        context = contextvars.copy_context()
+        self.loop.call_soon_threadsafe(self._queue.put_nowait, (coro, context, future))
         return future
 
 

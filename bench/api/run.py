@@ -18,6 +18,14 @@ ASGI application, one ``claw_worker`` (django-q2 cluster + the run loop), the fa
 3. The same load through a LiteLLM proxy to the same fake LLM, if its CLI is found
    (``--litellm``, beside this Python or on PATH; a virtualenv of its own is fine);
    otherwise the reason it was skipped is printed.
+
+Row-level security (issue 22): 1 and 2 run in ``--rls-rounds`` rounds, each round once
+with the tables' forced policies (as the product runs) and once with row-level
+security disabled on every tenant table (``bench/rls/toggle.py``), in alternating
+order so both see the same machine load; the figures above are the RLS-on ones, and
+the cost is printed as the ratio on / off of the medians (target < 1.05). The
+tenancy context's mirror (``set_config`` when the tenant changes) runs in both arms:
+``bench/rls/run.py`` prints its share.
 """
 
 from __future__ import annotations
@@ -201,6 +209,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--litellm", help="the litellm proxy CLI, for the comparison")
+    parser.add_argument("--rls-rounds", type=int, default=3, help="rounds of RLS on / off (0: on only)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="claw-bench-api-"))
@@ -215,6 +224,7 @@ def main() -> int:
         env = {
             **os.environ,
             "DATABASE_URL": database.url,
+            "DATABASE_OWNER_URL": database.owner_url,
             "CLAW_VAR_DIR": str(work / "var"),
             "DJANGO_SETTINGS_MODULE": "claw_platform.settings",
             "CHANNEL_LAYER_URL": "postgres",
@@ -227,12 +237,23 @@ def main() -> int:
         os.environ.update(
             {
                 k: env[k]
-                for k in ("DATABASE_URL", "CLAW_VAR_DIR", "DJANGO_SETTINGS_MODULE", "CHANNEL_LAYER_URL")
+                for k in (
+                    "DATABASE_URL",
+                    "DATABASE_OWNER_URL",
+                    "CLAW_VAR_DIR",
+                    "DJANGO_SETTINGS_MODULE",
+                    "CHANNEL_LAYER_URL",
+                )
             }
         )
         import django
 
         django.setup()
+        from claw_platform.tenancy.context import set_scope
+
+        # The bench's own driver sets up and inspects rows as system code (the servers
+        # it starts are processes of their own, bound by the policies).
+        set_scope(None, all_tenants=True)
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0, interactive=False)
@@ -263,6 +284,9 @@ def main() -> int:
         wait_http(f"{base}/healthz")
         print(f"API on {base}, worker and fake LLM up; PostgreSQL channel layer; {os.cpu_count()} CPUs")
 
+        if args.rls_rounds > 0:
+            compare_rls(base, key, args, database.owner_url)
+            return 0
         wait = measure_wait_overhead(base, key, args.runs)
         print(f"wait mode, {len(wait.api)} calls alternating with the same message sent in-process:")
         print(
@@ -296,6 +320,56 @@ def main() -> int:
         database.stop()
         shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def compare_rls(base: str, key: str, args: argparse.Namespace, owner_url: str) -> None:
+    """1 and 2 with row-level security on and off, alternating, ``--rls-rounds`` times."""
+    from bench.rls.toggle import set_row_level_security
+
+    rounds = args.rls_rounds
+    per_round = max(10, args.runs // rounds)
+    requests = max(args.clients, args.requests // rounds)
+    waits: dict[bool, WaitFigures] = {True: WaitFigures([], [], []), False: WaitFigures([], [], [])}
+    loads: dict[bool, list[tuple[float, list[float], int]]] = {True: [], False: []}
+    for number in range(rounds):
+        for enabled in (True, False) if number % 2 == 0 else (False, True):
+            set_row_level_security(owner_url, enabled)
+            figures = measure_wait_overhead(base, key, per_round)
+            for name in ("api", "direct", "beyond_row"):
+                getattr(waits[enabled], name).extend(getattr(figures, name))
+            loads[enabled].append(
+                asyncio.run(load(f"{base}/v1/chat/completions", key, "assistant", args.clients, requests))
+            )
+    set_row_level_security(owner_url, True)
+    on, off = waits[True], waits[False]
+    print(f"wait mode, RLS on (forced policies), {len(on.api)} calls in {rounds} rounds:")
+    print(
+        f"  API call:           p50 {statistics.median(on.api):6.1f} ms, p95 {percentile(on.api, 0.95):6.1f} ms"
+    )
+    print(
+        f"  in-process run:     p50 {statistics.median(on.direct):6.1f} ms, "
+        f"p95 {percentile(on.direct, 0.95):6.1f} ms  (do_send_message to its settle NOTIFY)"
+    )
+    print(f"  overhead of the API: {on.overhead:5.1f} ms at p50  (target < 10 ms)")
+    for label, name in (("API wait-mode call", "api"), ("in-process run", "direct")):
+        a, b = statistics.median(getattr(on, name)), statistics.median(getattr(off, name))
+        print(f"RLS cost, {label}: p50 on {a:.1f} ms / off {b:.1f} ms = ratio {a / b:.3f}  (target < 1.05)")
+    rates: dict[bool, float] = {}
+    for enabled in (True, False):
+        elapsed = sum(e for e, _, _ in loads[enabled])
+        latencies = [x for _, lat, _ in loads[enabled] for x in lat]
+        errors = sum(err for _, _, err in loads[enabled])
+        report_load(
+            f"/v1/chat/completions, {args.clients} clients, RLS {'on' if enabled else 'off'}",
+            elapsed,
+            latencies,
+            errors,
+        )
+        rates[enabled] = len(latencies) / elapsed
+    print(
+        f"RLS cost, /v1/chat/completions throughput: off {rates[False]:.1f} / on {rates[True]:.1f} req/s "
+        f"= ratio {rates[False] / rates[True]:.3f}  (target < 1.05)"
+    )
 
 
 LITELLM_KEY = "sk-claw-bench-0123456789abcdef0123456789abcdef"  # the proxy refuses to start without one

@@ -8,9 +8,16 @@
    the moment a local OpenAI-compatible server receives the request, for sessions
    holding 10 and 10,000 stored messages. Target p95 < 25 ms for both.
 
-    .venv/bin/python bench/engine/store_overhead.py [--turns 40] [--samples 60]
+    .venv/bin/python bench/engine/store_overhead.py [--turns 40] [--samples 60] [--rls-rounds 4]
 
-Uses DATABASE_URL if set, else its own embedded PostgreSQL in a temporary directory.
+Uses DATABASE_URL (and DATABASE_OWNER_URL) if set, else its own embedded PostgreSQL in
+a temporary directory. The work runs inside the tenant's context, as a worker runs it.
+
+Row-level security (issue 22): 1 and 2 (10 stored messages) run in ``--rls-rounds``
+rounds, each once with the product's forced policies and once with row-level security
+disabled on every tenant table (``bench/rls/toggle.py``), alternating; the figures
+are the RLS-on ones and the cost is printed as the ratio on / off of the medians
+(target < 1.05). Needs the owner's URL (the embedded server has it).
 """
 
 from __future__ import annotations
@@ -44,12 +51,16 @@ def setup_django(tmp: Path) -> Any:
 
         db = start_embedded_database(tmp / "pgdata", database="claw_bench")
         os.environ["DATABASE_URL"] = db.url
+        os.environ["DATABASE_OWNER_URL"] = db.owner_url
     import django
 
     django.setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
+    from claw_platform.tenancy.context import set_scope
+
+    set_scope(None, all_tenants=True)  # the bench's set-up is system code; its runs enter their tenant
     return db
 
 
@@ -200,6 +211,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--iterations", type=int, default=10, help="LLM iterations per turn")
     parser.add_argument("--samples", type=int, default=60)
+    parser.add_argument("--rls-rounds", type=int, default=4, help="rounds of RLS on / off (0: on only)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="claw-bench-"))
     db = setup_django(tmp)
@@ -209,20 +221,13 @@ def main() -> None:
 
         async def run_all() -> None:
             from agents.runtime.llm import close_providers
+            from claw_platform.tenancy.context import tenant_context
 
-            store_times = await loop_with_store(agent, args.turns, args.iterations)
-            print(
-                f"loop overhead per iteration, PostgreSQL store ({args.turns} turns x {args.iterations} iterations):"
-                f" p50 {statistics.median(store_times):.2f} ms, p95 {percentile(store_times, 95):.2f} ms"
-                "  (target p50 < 5 ms, p95 < 15 ms)"
-            )
-            for stored in (10, 10_000):
-                times = await first_byte(agent, server, stored, args.samples)
-                print(
-                    f"message to first LLM request byte, {stored:>6} stored messages:"
-                    f" p50 {statistics.median(times):.2f} ms, p95 {percentile(times, 95):.2f} ms"
-                    "  (target p95 < 25 ms)"
-                )
+            with tenant_context(agent.tenant_id):
+                if args.rls_rounds > 0 and os.environ.get("DATABASE_OWNER_URL"):
+                    await compare_rls(agent, server, args)
+                else:
+                    await run_on(agent, server, args)
             await close_providers()
 
         asyncio.run(run_all())
@@ -233,6 +238,57 @@ def main() -> None:
         if db is not None:
             db.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def compare_rls(agent: Any, server: ArrivalServer, args: argparse.Namespace) -> None:
+    from asgiref.sync import sync_to_async
+
+    from bench.rls.toggle import set_row_level_security
+
+    owner_url = os.environ["DATABASE_OWNER_URL"]
+    toggle = sync_to_async(set_row_level_security, thread_sensitive=False)
+    rounds = args.rls_rounds
+    loops: dict[bool, list[float]] = {True: [], False: []}
+    bytes_: dict[bool, list[float]] = {True: [], False: []}
+    for number in range(rounds):
+        for enabled in (True, False) if number % 2 == 0 else (False, True):
+            await toggle(owner_url, enabled)
+            loops[enabled] += await loop_with_store(agent, max(2, args.turns // rounds), args.iterations)
+            bytes_[enabled] += await first_byte(agent, server, 10, max(10, args.samples // rounds))
+    await toggle(owner_url, True)
+    for label, figures, unit in (
+        (
+            f"loop overhead per iteration, PostgreSQL store ({args.iterations} iterations a turn)",
+            loops,
+            "5 ms p50",
+        ),
+        ("message to first LLM request byte, 10 stored messages", bytes_, "25 ms p95"),
+    ):
+        on, off = figures[True], figures[False]
+        print(
+            f"{label}, RLS on: p50 {statistics.median(on):.2f} ms, p95 {percentile(on, 95):.2f} ms  (target {unit})"
+        )
+        print(
+            f"  RLS cost: p50 on {statistics.median(on):.2f} / off {statistics.median(off):.2f} ms = ratio "
+            f"{statistics.median(on) / statistics.median(off):.3f}; p95 ratio "
+            f"{percentile(on, 95) / percentile(off, 95):.3f}  (target < 1.05)"
+        )
+
+
+async def run_on(agent: Any, server: ArrivalServer, args: argparse.Namespace) -> None:
+    store_times = await loop_with_store(agent, args.turns, args.iterations)
+    print(
+        f"loop overhead per iteration, PostgreSQL store ({args.turns} turns x {args.iterations} iterations):"
+        f" p50 {statistics.median(store_times):.2f} ms, p95 {percentile(store_times, 95):.2f} ms"
+        "  (target p50 < 5 ms, p95 < 15 ms)"
+    )
+    for stored in (10, 10_000):
+        times = await first_byte(agent, server, stored, args.samples)
+        print(
+            f"message to first LLM request byte, {stored:>6} stored messages:"
+            f" p50 {statistics.median(times):.2f} ms, p95 {percentile(times, 95):.2f} ms"
+            "  (target p95 < 25 ms)"
+        )
 
 
 if __name__ == "__main__":
