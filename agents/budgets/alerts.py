@@ -79,10 +79,13 @@ def deliver_alerts(alert_ids: list[int]) -> None:
 def _post_all(tenant_id: int, url: str, secret: str, posts: list[tuple[int, bytes]]) -> None:
     from django.db import connection
 
+    from claw_platform.tenancy.context import tenant_context
+
     try:
         for alert_id, body in posts:
-            status = asyncio.run(post_alert(tenant_id, url, secret, body))
-            BudgetAlert._base_manager.filter(pk=alert_id).update(webhook_status=status[:100])
+            with tenant_context(tenant_id):  # a thread of its own: the alert's tenant, set again
+                status = asyncio.run(post_alert(tenant_id, url, secret, body))
+                BudgetAlert._base_manager.filter(pk=alert_id).update(webhook_status=status[:100])
     except Exception:  # a thread of its own: log, never crash the process
         logger.exception("budget alert webhook failed")
     finally:

@@ -10,6 +10,7 @@ from django.db import models
 from claw_platform.audit.models import AuditEvent
 from claw_platform.client_address import client_address
 from claw_platform.secret_fields import audit_value, is_secret_field
+from claw_platform.tenancy.rls import system_bypass
 
 
 def snapshot(instance: models.Model) -> dict[str, Any]:
@@ -79,7 +80,13 @@ def record_audit_event(
         diff=diff or {},
         ip=ip,
     )
-    event.save()
+    if tenant_id is None:
+        with (
+            system_bypass()
+        ):  # a platform event of no tenant (a failed sign-in): no tenant's policy admits it
+            event.save()
+    else:
+        event.save()
     return event
 
 

@@ -114,7 +114,10 @@ def main() -> int:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "claw_platform.settings")
     django.setup()
-    report = prepare_database(progress=sys.stderr)
+    from claw_platform.tenancy.rls import system_bypass
+
+    with system_bypass():  # first-run set-up: migrate, the first tenant, its owner and agent
+        report = prepare_database(progress=sys.stderr)
     sys.stdout.write(json.dumps(report) + "\n")
     sys.stdout.flush()
     return 0
