@@ -201,7 +201,8 @@ class SessionConsumer(LiveJsonConsumer):
             await self._error(f"Unknown frame type {kind!r}.")
             return
         try:
-            await handler(content)
+            with tenant_context(self.session.tenant_id):  # every frame acts in its session's tenant
+                await handler(content)
         except ClientError as exc:
             await self._error(str(exc))
         except PermissionDenied:

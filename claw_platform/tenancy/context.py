@@ -83,10 +83,11 @@ def keep_scope_while_streaming(response: Any) -> Any:
     """A streamed body (an export, an event stream, a ``wait``-mode reply) is produced
     after the view returned and the request's scope was reset: run each step of it in
     the scope in context now, so its queries see the tenant's rows (strict row-level
-    security passes none without one) and nothing else. Other responses pass as they are."""
-    if not getattr(response, "streaming", False):
-        return response
+    security passes none without one) and nothing else. Other responses, and any
+    response of a request with no scope, pass as they are."""
     scope = _scope.get()
+    if scope is None or not getattr(response, "streaming", False):
+        return response  # no scope to keep (an anonymous file or page): left as it is
     content = response.streaming_content
     if getattr(response, "is_async", False):
 

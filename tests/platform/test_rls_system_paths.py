@@ -71,3 +71,17 @@ def test_a_streamed_body_keeps_the_tenant_of_its_request(tenant_a: Any, tenant_b
         assert b"".join(response.streaming_content) == repr([tenant_a.tenant.pk]).encode()
         unscoped = StreamingHttpResponse(rows())
         assert b"".join(unscoped.streaming_content) == b"[]"
+
+
+def test_background_work_runs_in_its_submitters_scope() -> None:
+    from claw_platform.background_loop import submit
+    from claw_platform.tenancy.context import current_tenant_id, is_all_tenants
+
+    async def scope() -> tuple[int | None, bool]:
+        return current_tenant_id(), is_all_tenants()
+
+    with tenant_context(42):
+        assert submit(scope()).result(timeout=10) == (42, False)
+    with no_tenant():
+        assert submit(scope()).result(timeout=10) == (None, False)
+    assert submit(scope()).result(timeout=10) == (None, True)  # the test itself: system code
