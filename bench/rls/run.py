@@ -93,7 +93,7 @@ def bench(args: argparse.Namespace) -> int:
         print("connected as {} (superuser {}, bypassrls {})".format(*cursor.fetchone()))
         cursor.execute("SELECT count(*) FROM bench_rls")
         print(
-            f"rows visible with no tenant in context: {cursor.fetchone()[0]} (the policy lets system code through)"
+            f"rows visible with no tenant in context: {cursor.fetchone()[0]} (strict: none; system code bypasses)"
         )
     with tenant_context(1), connection.cursor() as cursor:
         cursor.execute("SELECT count(*), count(*) FILTER (WHERE tenant_id <> 1) FROM bench_rls")

@@ -13,6 +13,8 @@ from prometheus_client import CollectorRegistry, generate_latest, multiprocess
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from claw_platform.tenancy.rls import system_bypass
+
 _DEPTH_SQL = (
     "SELECT status, count(*), count(DISTINCT session_id), "
     "coalesce(extract(epoch FROM now() - min(created_at)), 0) "
@@ -24,7 +26,8 @@ class DatabaseCollector(Collector):
     """Queue depth, the oldest queued run's wait and active sessions, from PostgreSQL."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        with connection.cursor() as cursor:
+        # Platform-wide gauges over every tenant's runs (the token-guarded /metrics).
+        with system_bypass(), connection.cursor() as cursor:
             cursor.execute(_DEPTH_SQL)
             rows = cursor.fetchall()
             cursor.execute(

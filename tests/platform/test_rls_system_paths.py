@@ -18,7 +18,7 @@ from agents.routines.scheduler import next_wake
 from agents.runtime.maintenance import prune_idle_sessions_task
 from agents.runtime.worker import sweep_runs
 from channels_app.access import access_session
-from claw_platform.api.actions.keys import do_create_api_key
+from claw_platform.api.actions.keys import do_create_api_key, do_issue_pairing_code, do_pair_device
 from claw_platform.api.auth import authenticate_key
 from claw_platform.tenancy.context import keep_scope_while_streaming, no_tenant, tenant_context
 from claw_platform.tenancy.lookup import active_membership
@@ -42,6 +42,12 @@ def test_credentials_find_their_tenant_with_none_in_context(tenant_a: Any, tenan
         assert membership.tenant_id == tenant_b.tenant.pk
         assert authenticate_key(token).tenant_id == tenant_b.tenant.pk
         assert access_session(tenant_b.member, session.pk).session.tenant_id == tenant_b.tenant.pk
+    _pairing, code = do_issue_pairing_code(
+        tenant_b.tenant, name="phone", scopes=["read"], acting_user=tenant_b.owner
+    )
+    with no_tenant():
+        paired, _plaintext = do_pair_device(code)
+        assert paired.tenant_id == tenant_b.tenant.pk
 
 
 @pytest.mark.django_db

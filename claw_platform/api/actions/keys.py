@@ -12,7 +12,9 @@ from claw_platform.api.key_cache import forget_key
 from claw_platform.api.models import ApiKey, PairingCode, Scope
 from claw_platform.api.secrets import new_api_key, new_pairing_code, normalise_pairing_code, sha256_hex
 from claw_platform.audit.actions import record_audit_event
+from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.models import Tenant
+from claw_platform.tenancy.rls import system_bypass
 
 PAIRING_CODE_TTL = timedelta(minutes=10)
 _ACTING_USER: Any = object()
@@ -122,30 +124,32 @@ class InvalidPairingCode(Exception):
 def do_pair_device(code: str, *, ip: str | None = None) -> tuple[ApiKey, str]:
     """Exchange a one-time code for a new key. The code's row lock makes a code that
     two devices send at once pair only one of them."""
-    pairing = (
-        PairingCode._base_manager.select_for_update()
-        .select_related("tenant")
-        .filter(
-            code_hash=sha256_hex(normalise_pairing_code(code)),
-            used_at__isnull=True,
-            expires_at__gt=timezone.now(),
-            tenant__is_active=True,
+    with system_bypass():  # pairing code -> tenant: the code is what says which tenant
+        pairing = (
+            PairingCode._base_manager.select_for_update()
+            .select_related("tenant")
+            .filter(
+                code_hash=sha256_hex(normalise_pairing_code(code)),
+                used_at__isnull=True,
+                expires_at__gt=timezone.now(),
+                tenant__is_active=True,
+            )
+            .first()
         )
-        .first()
-    )
     if pairing is None:
         raise InvalidPairingCode
-    api_key, plaintext = do_create_api_key(
-        pairing.tenant,
-        name=pairing.name,
-        scopes=list(pairing.scopes),
-        created_by=pairing.created_by,
-        source="pairing",
-        acting_user=f"pairing code {pairing.pk}",
-        ip=ip,
-    )
-    PairingCode._base_manager.filter(pk=pairing.pk).update(used_at=timezone.now(), api_key=api_key)
-    record_audit_event(
-        action="pairingcode.used", actor=f"pairing code {pairing.pk}", obj=pairing, diff={}, ip=ip
-    )
+    with tenant_context(pairing.tenant_id):
+        api_key, plaintext = do_create_api_key(
+            pairing.tenant,
+            name=pairing.name,
+            scopes=list(pairing.scopes),
+            created_by=pairing.created_by,
+            source="pairing",
+            acting_user=f"pairing code {pairing.pk}",
+            ip=ip,
+        )
+        PairingCode._base_manager.filter(pk=pairing.pk).update(used_at=timezone.now(), api_key=api_key)
+        record_audit_event(
+            action="pairingcode.used", actor=f"pairing code {pairing.pk}", obj=pairing, diff={}, ip=ip
+        )
     return api_key, plaintext
