@@ -176,6 +176,8 @@ class _GapAwarePubSub(PubSub):  # type: ignore[misc]
 
 class _Shard(RedisSingleShardConnection):  # type: ignore[misc]
     channel_layer: _LoopLayer
+    _redis: Any
+    _pubsub: Any
 
     def __init__(self, host: dict[str, Any], channel_layer: _LoopLayer) -> None:
         super().__init__(host, channel_layer)
