@@ -163,3 +163,47 @@ def test_the_redis_task_broker_round_trips_a_task() -> None:
     }
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split()[-1] == "payload-1"
+
+
+async def proxy_up_again(proxy: Any) -> None:
+    """The proxy's port is free again once the cut connections have closed on both
+    sides (the client's after its failed call): a moment later."""
+    for _ in range(100):
+        try:
+            proxy.up()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+    proxy.up()
+
+
+def test_a_publish_that_failed_is_told_to_its_groups_with_the_next_one() -> None:
+    """The worker's Redis connection goes down while it relays: those messages reach
+    nobody, and the next publish that works tells their groups first."""
+    import redis
+
+    from tests.fakes.db_proxy import DatabaseProxy
+
+    proxy = DatabaseProxy({"HOST": "127.0.0.1", "PORT": 6379}).start()
+
+    async def scenario() -> list[dict[str, Any]]:
+        web = redis_layer()
+        worker = redis_layer(hosts=[{"address": f"redis://127.0.0.1:{proxy.port}/13"}])
+        channel = await web.new_channel()
+        await web.group_add("cut", channel)
+        await worker.group_send("cut", {"type": "before"})
+        proxy.down()
+        with pytest.raises(redis.ConnectionError):
+            await worker.group_send_many([("cut", {"type": "lost"})])
+        await proxy_up_again(proxy)
+        await worker.group_send("cut", {"type": "after"})
+        got = [await asyncio.wait_for(web.receive(channel), 5) for _ in range(3)]
+        await web.flush()
+        await worker.flush()
+        return got
+
+    try:
+        got = asyncio.run(scenario())
+    finally:
+        proxy.stop()
+    assert got == [{"type": "before"}, {"type": "layer.gap"}, {"type": "after"}]
