@@ -26,6 +26,9 @@ server -> client
                                             (channels_app.transcript)
   {"type": "command", "payload": {"command": "help", "text": "...", "status": "completed"}}
   {"type": "error", "payload": {"message": "..."}}
+  {"type": "resync"}                        relayed frames were lost on the way (the Redis
+                                            layer reconnected, or this socket fell too far
+                                            behind): send "resume" as after a reconnect
 
 Close codes before accept: 4401 not signed in, 4404 no such session (missing, another
 tenant's, not a member, or another member's chat -- indistinguishable on purpose).
@@ -358,6 +361,11 @@ class SessionConsumer(LiveJsonConsumer):
             await self.send_text(text)
         else:
             await self.send_json(message["event"])
+
+    async def layer_gap(self, message: dict[str, Any]) -> None:
+        """The channel layer lost messages to this socket (``claw_platform.redis_layer``):
+        the client reads what it missed from the stored events."""
+        await self.send_json({"type": "resync"})
 
     async def _error(self, message: str) -> None:
         await self.send_json({"type": "error", "payload": {"message": message}})

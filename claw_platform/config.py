@@ -195,7 +195,7 @@ def database_config(
 
 def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
     """``postgres`` (default, channels_postgres on the main database), ``redis://…``
-    (channels_redis) or ``memory://`` (one process only: development and unit tests)."""
+    (channels_redis's pub/sub layer) or ``memory://`` (one process only: development and unit tests)."""
     value = url or "postgres"
     if value in {"postgres", "postgresql"}:
         cfg = {k: v for k, v in database.items() if k in {"NAME", "USER", "PASSWORD", "HOST", "PORT"}}
@@ -210,15 +210,13 @@ def channel_layer_config(url: str, database: dict[str, Any]) -> dict[str, Any]:
         }
     scheme = urlsplit(value).scheme
     if scheme in {"redis", "rediss"}:
-        # redis-py 8 caps a pool at 100 connections (then fails the call) and times a
-        # read out after 5 s, exactly as long as channels_redis blocks in BZPOPMIN for
-        # a receive, so a busy server's sockets died of "Timeout reading"; and
-        # channels_redis drops what is sent to a channel holding 100 unread messages.
-        # A burst of streams lost tokens and the ends of runs to all three.
+        # channels_redis's pub/sub layer (one PUBLISH per group message), made to lose
+        # nothing silently (claw_platform.redis_layer). redis-py 8 caps a pool at 100
+        # connections (then fails the call) and times a read out after 5 s.
         host = {"address": value, "max_connections": 1000, "socket_timeout": 30}
         return {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [host], "capacity": 1000},
+            "BACKEND": "claw_platform.redis_layer.RedisChannelLayer",
+            "CONFIG": {"hosts": [host]},
         }
     if scheme == "memory":
         return {"BACKEND": "channels.layers.InMemoryChannelLayer"}

@@ -108,6 +108,7 @@ def setup_django(tmp: Path) -> Any:
 
         db = start_embedded_database(tmp / "pgdata", database="claw_bench_stream")
         os.environ["DATABASE_URL"] = db.url
+        os.environ["DATABASE_OWNER_URL"] = db.owner_url  # migrate runs as the owner
     import django
 
     django.setup()
@@ -273,10 +274,11 @@ class StreamResult:
     completed: bool = False
     failed: str = ""
     frames: int = 0
+    resyncs: int = 0  # the server said it lost frames to this socket (``resync``)
 
 
 async def client(
-    url: str,
+    urls: list[str],
     cookie: str,
     stream_ids: list[str],
     idle_ids: list[str],
@@ -289,12 +291,16 @@ async def client(
 ) -> dict[str, Any]:
     import aiohttp
 
-    headers = {"Origin": url, "Cookie": f"sessionid={cookie}"}
-    ws_url = url.replace("http://", "ws://")
+    headers = {"Origin": urls[0], "Cookie": f"sessionid={cookie}"}
+    ws_urls = [url.replace("http://", "ws://") for url in urls]
+    opened = 0  # sockets go to the Daphne processes in turn
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector, headers=headers) as http:
 
         async def open_socket(session_id: str) -> Any:
+            nonlocal opened
+            ws_url = ws_urls[opened % len(ws_urls)]
+            opened += 1
             # A burst of connects can overflow the listen backlog: retry like a browser.
             for attempt in range(5):
                 try:
@@ -403,6 +409,8 @@ async def client(
                 elif kind in ("run.failed", "error"):
                     result.failed = json.dumps(frame["payload"])[:200]
                     return
+                elif kind == "resync":
+                    result.resyncs += 1
 
         refused = await refused_round_trips(stream_sockets)
         watcher = asyncio.ensure_future(watch_worker())
@@ -575,6 +583,50 @@ def print_timeline(results: list[StreamResult]) -> None:
 
 # --------------------------------------------------------------------- main
 
+SUMMARY = {
+    "runs completed": re.compile(r"^runs completed\s+(\d+/\d+)", re.M),
+    "tokens received": re.compile(r"^tokens received\s+(\d+/\d+)", re.M),
+    "resync frames": re.compile(r"^resync frames\s+(\d+)", re.M),
+    "relay p50 / p95 (all)": re.compile(r"^token relay latency\s+p50 (\S+) ms\s+p95 (\S+) ms", re.M),
+    "relay p50 / p95 (steady)": re.compile(r"^  relay latency then\s+p50 (\S+) ms\s+p95 (\S+) ms", re.M),
+    "worker CPU µs per token": re.compile(r"CPU µs per token: .*?worker (\d+)", re.M),
+    "daphne CPU µs per token": re.compile(r"CPU µs per token: .*?daphne (\d+)", re.M),
+}
+
+
+def compare_layers(argv: list[str]) -> int:
+    """``--compare``: this benchmark once per layer, as separate runs of this script
+    with the same options (each its own database and processes), then the figures
+    side by side."""
+    forwarded: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--layer":
+            skip = True
+        elif arg != "--compare" and not arg.startswith("--layer="):
+            forwarded.append(arg)
+    outputs: dict[str, str] = {}
+    for layer in ("postgres", "redis"):
+        print(f"===== layer {layer}", flush=True)
+        done = subprocess.run(
+            [sys.executable, __file__, *forwarded, "--layer", layer], capture_output=True, text=True
+        )
+        print(done.stdout, end="")
+        if done.returncode:
+            print(done.stderr[-3000:])
+            return done.returncode
+        outputs[layer] = done.stdout
+    print("===== side by side          postgres              redis")
+    for label, pattern in SUMMARY.items():
+        cells = []
+        for layer in ("postgres", "redis"):
+            found = pattern.search(outputs[layer])
+            cells.append(" / ".join(found.groups()) if found else "-")
+        print(f"{label:27s} {cells[0]:21s} {cells[1]}")
+    return 0
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(
@@ -589,6 +641,15 @@ def main() -> int:
     parser.add_argument("--q-workers", type=int, default=1)
     parser.add_argument(
         "--workers", type=int, default=1, help="claw_worker processes (each runs its own run loop)"
+    )
+    parser.add_argument(
+        "--web", type=int, default=1, help="Daphne processes (the sockets are spread over them in turn)"
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run the benchmark once per layer (postgres, then redis) with the other options, "
+        "and print the two side by side",
     )
     parser.add_argument(
         "--socket-writes",
@@ -619,14 +680,16 @@ def main() -> int:
     args = parser.parse_args()
     if args.profile and py_spy() is None:
         parser.error("--profile needs py-spy (pip install py-spy)")
+    if args.compare:
+        return compare_layers(sys.argv[1:])
 
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # this script's few queries block on purpose
     tmp = Path(tempfile.mkdtemp(prefix="claw-bench-stream-"))
     db = setup_django(tmp)
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        token_port, web_port = free_port(), free_port()
-        token_url, url = f"http://127.0.0.1:{token_port}", f"http://127.0.0.1:{web_port}"
+        token_port, web_ports = free_port(), [free_port() for _ in range(args.web)]
+        token_url, urls = f"http://127.0.0.1:{token_port}", [f"http://127.0.0.1:{p}" for p in web_ports]
         cookie, sessions = make_fixtures(token_url, args.streams + args.probes + 50)
         stream_ids = sessions[: args.streams]
         probe_ids = sessions[args.streams : args.streams + args.probes]
@@ -669,7 +732,7 @@ def main() -> int:
                 logs / "tokens.log",
             ),
             start(
-                web_server_command("127.0.0.1", web_port),
+                web_server_command("127.0.0.1", web_ports[0]),
                 env,
                 logs / "web.log",
             ),
@@ -679,17 +742,25 @@ def main() -> int:
             ),
         ]
         _tokens_proc, web, worker = processes[:3]
+        more_webs = [
+            start(web_server_command("127.0.0.1", port), env, logs / f"web-{n + 2}.log")
+            for n, port in enumerate(web_ports[1:])
+        ]
+        processes += more_webs
         wait_http(f"{token_url}/v1/models")
-        wait_http(f"{url}/healthz")
+        for url in urls:
+            wait_http(f"{url}/healthz")
         time.sleep(2)  # the worker cluster forks its processes
         web_idle_rss = tree_rss(web.pid)
-        worker_pids = [{p.pid for p in process_tree(proc.pid)} for proc in processes[2:]]
+        workers = processes[2 : 2 + args.workers]
+        worker_pids = [{p.pid for p in process_tree(proc.pid)} for proc in workers]
         pids = {
             "worker": worker.pid,
             "daphne": web.pid,
             "token server": _tokens_proc.pid,
             "client": os.getpid(),
-            **{f"worker {n + 2}": p.pid for n, p in enumerate(processes[3:])},
+            **{f"worker {n + 2}": p.pid for n, p in enumerate(workers[1:])},
+            **{f"daphne {n + 2}": p.pid for n, p in enumerate(more_webs)},
         }
         # This process made the fixtures (Django, 1,200 users): the client's own full
         # collections would walk all of that and stall every frame it times.
@@ -700,7 +771,7 @@ def main() -> int:
             asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
         out = asyncio.run(
             client(
-                url,
+                urls,
                 cookie,
                 stream_ids,
                 idle_ids,
@@ -741,6 +812,7 @@ def main() -> int:
     tokens_expected = args.streams * args.tokens
     print(
         f"configuration: layer={args.layer} broker={args.broker} q-workers={args.q_workers} workers={args.workers} "
+        f"daphne={args.web} "
         f"harness-loop={args.harness_loop} socket-writes={args.socket_writes} "
         f"streams={args.streams} idle={args.idle} tokens/stream={args.tokens} every {args.interval * 1000:.0f} ms"
     )
@@ -751,6 +823,8 @@ def main() -> int:
     for line in stuck[:5]:
         print(f"  never finished        {line}")
     print(f"tokens received         {len(latencies)}/{tokens_expected}")
+    resyncs = sum(r.resyncs for r in results)
+    print(f"resync frames           {resyncs}   (the server told a socket it had lost frames; 0 expected)")
     print(
         f"token relay latency     p50 {pct(latencies, 50):.1f} ms  p95 {pct(latencies, 95):.1f} ms  "
         f"p99 {pct(latencies, 99):.1f} ms  max {max(latencies, default=float('nan')):.1f} ms"
@@ -809,11 +883,12 @@ def main() -> int:
             f"while all {args.streams} streams ran)"
         )
     print(
-        f"sockets on one Daphne   {out['idle_opened']} idle opened ({out['idle_failed']} failed), "
+        f"sockets on {args.web} Daphne    {out['idle_opened']} idle opened ({out['idle_failed']} failed), "
         f"{out['idle_still_open']} still open at the end, + {args.streams} streaming   (target >= 1000 + 200)"
     )
     print(
         f"Daphne RSS              {web_idle_rss / MB:.0f} MB idle -> {web_rss / MB:.0f} MB with all sockets"
+        + (" (the first Daphne's)" if args.web > 1 else "")
     )
     if args.workers > 1:
         print(f"streams per worker      {' / '.join(str(n) for n in per_worker)}")

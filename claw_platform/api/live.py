@@ -59,6 +59,9 @@ class GroupListener:
         if self.layer is not None and self.channel is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.layer.group_discard(self.group, self.channel))
+            release = getattr(self.layer, "release_channel", None)
+            if release is not None:
+                release(self.channel)
 
     async def receive(self, wait: float) -> dict[str, Any] | None:
         """The next frame relayed to the group, or None after ``wait`` seconds."""

@@ -253,6 +253,10 @@
       case "error":
         addNote(payload.message || "Something went wrong.", "error");
         break;
+      case "resync":
+        // The server lost live frames on their way to us: read them from the database.
+        resume();
+        break;
       default:
         applyRunEvent(frame.type, runId, payload, frame);
     }
