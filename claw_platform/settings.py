@@ -98,6 +98,9 @@ CLAW_ROUTINE_IDLE_POLL_SECONDS = config.env_int("CLAW_ROUTINE_IDLE_POLL_SECONDS"
 CLAW_ROUTINE_MIN_INTERVAL_SECONDS = config.env_int("CLAW_ROUTINE_MIN_INTERVAL_SECONDS", 60, minimum=1)
 CLAW_ROUTINE_MISSED_AFTER_SECONDS = config.env_int("CLAW_ROUTINE_MISSED_AFTER_SECONDS", 120, minimum=1)
 CLAW_ROUTINE_CATCHUP_SPREAD_SECONDS = config.env_int("CLAW_ROUTINE_CATCHUP_SPREAD_SECONDS", 60, minimum=0)
+CLAW_ROUTINE_EVENT_POLL_SECONDS = config.env_int("CLAW_ROUTINE_EVENT_POLL_SECONDS", 5, minimum=1)
+# Deliveries (channel, webhook) of routine output: in a thread of their own, or inline (tests).
+CLAW_ROUTINE_DELIVERY_INLINE = config.env_bool("CLAW_ROUTINE_DELIVERY_INLINE", False)
 CLAW_ROUTINE_SHELL_ALLOWED = config.env_list(
     "CLAW_ROUTINE_SHELL_ALLOWED",
     ["echo", "date", "ls", "cat", "head", "tail", "wc", "grep", "df", "du", "uptime", "stat"],
