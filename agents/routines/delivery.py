@@ -25,11 +25,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import connection
 
 from agents.models import Routine, RoutineRun
+
+if TYPE_CHECKING:
+    from tools_app.guards.ssrf import SsrfGuard
 
 logger = logging.getLogger("claw.routines.delivery")
 
@@ -87,14 +91,12 @@ def webhook_document(row: RoutineRun) -> dict[str, object]:
     }
 
 
-async def post_webhook(tenant_id: int, url: str, secret: str, body: bytes) -> str:
+async def post_webhook(guard: SsrfGuard, url: str, secret: str, body: bytes) -> str:
     from tools_app.guards.ssrf import BlockedDestination
     from tools_app.hooks.kinds import sign_webhook
     from tools_app.net.fetch import guarded_request
     from tools_app.net.transports import guarded_client
-    from tools_app.runtime.network import guard_for_tenant
 
-    guard = guard_for_tenant(tenant_id)
     timestamp = str(int(time.time()))
     headers = {
         "Content-Type": "application/json",
@@ -122,8 +124,11 @@ def to_webhook(row: RoutineRun) -> str:
     routine = row.routine
     if not routine.webhook_url:
         return ""
+    from tools_app.runtime.network import guard_for_tenant
+
     body = json.dumps(webhook_document(row)).encode()
-    return asyncio.run(post_webhook(row.tenant_id, routine.webhook_url, routine.webhook_secret or "", body))
+    guard = guard_for_tenant(row.tenant_id)  # the tenant's allow-list, read before the loop
+    return asyncio.run(post_webhook(guard, routine.webhook_url, routine.webhook_secret or "", body))
 
 
 register_deliverer("channel", to_channel)
