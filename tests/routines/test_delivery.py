@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from agents.models import Routine, Turn
-from tests.chat_platforms.conftest import fake_callback, fake_telegram, make_channel  # noqa: F401
+from tests.chat_platforms.conftest import make_channel
 from tests.chat_platforms.test_telegram import SECRET
 from tests.routines.helpers import finish_agent_runs, make_routine, runs_of, tick
 from tools_app.actions.extensions import do_allow_host
