@@ -135,6 +135,10 @@ CLAW_HOOK_CALLABLES = config.env_dotted_paths("CLAW_HOOK_CALLABLES")
 # (their own namespace); both refused unless the operator allows them.
 CLAW_SHELL_HOST = config.env_choice("CLAW_SHELL_HOST", "refuse", ("refuse", "allow"))
 CLAW_SHELL_NETWORK = config.env_choice("CLAW_SHELL_NETWORK", "refuse", ("refuse", "allow"))
+# Self-repair (R3): a tool failing this many times in a row for an agent is flagged, and
+# (CLAW_TOOL_FLAGGED_LEFT_OUT) left out of its tools until an admin clears it.
+CLAW_TOOL_FLAG_AFTER_FAILURES = config.env_int("CLAW_TOOL_FLAG_AFTER_FAILURES", 5, minimum=1)
+CLAW_TOOL_FLAGGED_LEFT_OUT = config.env_bool("CLAW_TOOL_FLAGGED_LEFT_OUT", True)
 CLAW_WEB_SEARCH_URL = config.optional_http_url("CLAW_WEB_SEARCH_URL")
 
 TIME_ZONE = config.env_time_zone("TIME_ZONE", "UTC")
