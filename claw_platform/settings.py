@@ -102,6 +102,9 @@ CLAW_ROUTINE_IDLE_POLL_SECONDS = config.env_int("CLAW_ROUTINE_IDLE_POLL_SECONDS"
 CLAW_ROUTINE_MIN_INTERVAL_SECONDS = config.env_int("CLAW_ROUTINE_MIN_INTERVAL_SECONDS", 60, minimum=1)
 CLAW_ROUTINE_MISSED_AFTER_SECONDS = config.env_int("CLAW_ROUTINE_MISSED_AFTER_SECONDS", 120, minimum=1)
 CLAW_ROUTINE_CATCHUP_SPREAD_SECONDS = config.env_int("CLAW_ROUTINE_CATCHUP_SPREAD_SECONDS", 60, minimum=0)
+CLAW_ROUTINE_EVENT_POLL_SECONDS = config.env_int("CLAW_ROUTINE_EVENT_POLL_SECONDS", 5, minimum=1)
+# Deliveries (channel, webhook) of routine output: in a thread of their own, or inline (tests).
+CLAW_ROUTINE_DELIVERY_INLINE = config.env_bool("CLAW_ROUTINE_DELIVERY_INLINE", False)
 CLAW_ROUTINE_SHELL_ALLOWED = config.env_list(
     "CLAW_ROUTINE_SHELL_ALLOWED",
     ["echo", "date", "ls", "cat", "head", "tail", "wc", "grep", "df", "du", "uptime", "stat"],
@@ -136,6 +139,10 @@ CLAW_HOOK_CALLABLES = config.env_dotted_paths("CLAW_HOOK_CALLABLES")
 # (their own namespace); both refused unless the operator allows them.
 CLAW_SHELL_HOST = config.env_choice("CLAW_SHELL_HOST", "refuse", ("refuse", "allow"))
 CLAW_SHELL_NETWORK = config.env_choice("CLAW_SHELL_NETWORK", "refuse", ("refuse", "allow"))
+# Self-repair (R3): a tool failing this many times in a row for an agent is flagged, and
+# (CLAW_TOOL_FLAGGED_LEFT_OUT) left out of its tools until an admin clears it.
+CLAW_TOOL_FLAG_AFTER_FAILURES = config.env_int("CLAW_TOOL_FLAG_AFTER_FAILURES", 5, minimum=1)
+CLAW_TOOL_FLAGGED_LEFT_OUT = config.env_bool("CLAW_TOOL_FLAGGED_LEFT_OUT", True)
 CLAW_WEB_SEARCH_URL = config.optional_http_url("CLAW_WEB_SEARCH_URL")
 
 TIME_ZONE = config.env_time_zone("TIME_ZONE", "UTC")

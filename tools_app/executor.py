@@ -23,6 +23,7 @@ from claw_platform.db import db_async
 from claw_platform.prepared import prepared_cursor
 from claw_platform.versioned_cache import VersionedCache
 from tools_app.context import TOOL_CONTEXT_KEY, ToolContext
+from tools_app.health import flagged_tools, left_out, record_tool_outcome
 from tools_app.policy.approval import AgentPolicy, ApprovalPolicy, ToolRule, arguments_digest
 from tools_app.policy.scripts import scripts_key_of
 from tools_app.registry import RegistryToolExecutor, Tool, ToolSet
@@ -119,6 +120,18 @@ class ConfiguredToolExecutor(RegistryToolExecutor):
             result = ToolResultPart(call.id, call.name, refusal, is_error=True, error_type="policy_denied")
         else:
             result = await super().execute(call, self.bind(ctx))
+        if self.context is not None and tool is not None:
+            try:
+                await db_async(record_tool_outcome)(
+                    tenant_id=self.context.tenant_id,
+                    agent_id=self.context.agent_id,
+                    tool=call.name,
+                    is_error=result.is_error,
+                    error_type=result.error_type,
+                    error=result.content if isinstance(result.content, str) else "",
+                )
+            except Exception:
+                logger.exception("health of tool %s not recorded", call.name)
         if self.audit:
             try:
                 await db_async(self._write_audit)(call, result, ctx, started)
@@ -254,6 +267,8 @@ def load_run_tools(
     denied = frozenset(parse_name_list(config.denied_tools)) if config is not None else frozenset()
     toolsets = [builtin_registry, *(extensions.toolsets if extensions is not None else [])]
     denied |= role_denied_tools(agent, session, toolsets)
+    if left_out():  # self-repair: tools that kept failing, until an admin clears them
+        denied |= flagged_tools(agent.agent_id)
     workspace = ensure_workspace(
         workspace_path(
             tenant_id=session.tenant_id,

@@ -13,11 +13,11 @@ from typing import Any
 from croniter import croniter
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.models import Routine, RoutineFire, RoutineStatus, TriggerKind
+from agents.models import EventKind, Routine, RoutineFire, RoutineStatus, TriggerKind
 from agents.routines.times import next_cron
 from claw_platform.audit.actions import record_audit_event
 
@@ -38,6 +38,26 @@ class Trigger:
     timezone: str = "UTC"
     interval_seconds: int | None = None
     run_at: datetime | None = None
+    event_kind: str = ""
+    event_pattern: str = ""
+    event_wait_minutes: int | None = None
+
+
+def trigger_of(routine: Routine) -> Trigger:
+    return Trigger(
+        routine.trigger,
+        routine.cron,
+        routine.timezone,
+        routine.interval_seconds,
+        routine.run_at,
+        routine.event_kind,
+        routine.event_pattern,
+        routine.event_wait_minutes,
+    )
+
+
+def event_poll_seconds() -> int:
+    return int(getattr(settings, "CLAW_ROUTINE_EVENT_POLL_SECONDS", 5))
 
 
 def next_run(trigger: Trigger, after: datetime) -> datetime | None:
@@ -49,6 +69,8 @@ def next_run(trigger: Trigger, after: datetime) -> datetime | None:
         return after + timedelta(seconds=int(trigger.interval_seconds or 0))
     if trigger.kind == TriggerKind.MANUAL:
         return None
+    if trigger.kind == TriggerKind.EVENT:
+        return after + timedelta(seconds=event_poll_seconds())  # the next look at new events
     if trigger.run_at is not None and trigger.run_at > after:
         return trigger.run_at
     return None
@@ -80,9 +102,39 @@ def check_routine_trigger(trigger: Trigger, *, now: datetime | None = None) -> d
             raise ValidationError("A one-shot routine needs run_at with a timezone.")
         if trigger.run_at <= now:
             raise ValidationError("run_at is in the past; give a future time.")
+    elif trigger.kind == TriggerKind.EVENT:
+        check_event_trigger(trigger)
+        return now
     elif trigger.kind != TriggerKind.MANUAL:
         raise ValidationError(f"Unknown trigger {trigger.kind!r}.")
     return next_run(trigger, now)
+
+
+MAX_WAIT_MINUTES = 7 * 24 * 60
+
+
+def check_event_trigger(trigger: Trigger) -> None:
+    """An event trigger's kind and its pattern or wait; the pattern is compiled by
+    PostgreSQL itself, which matches it."""
+    if trigger.event_kind not in EventKind.values:
+        raise ValidationError(
+            f"Unknown event {trigger.event_kind!r}; use one of {', '.join(EventKind.values)}."
+        )
+    if trigger.event_kind == EventKind.MESSAGE:
+        pattern = trigger.event_pattern.strip()
+        if not pattern:
+            raise ValidationError("A message event needs event_pattern, a regular expression.")
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT '' ~* %s", [pattern])
+        except DatabaseError:
+            raise ValidationError(
+                f"event_pattern {pattern[:80]!r} is not a valid regular expression."
+            ) from None
+    if trigger.event_kind == EventKind.APPROVAL_WAITING and not (
+        1 <= (trigger.event_wait_minutes or 0) <= MAX_WAIT_MINUTES
+    ):
+        raise ValidationError("event_wait_minutes must be between 1 and 10080 (a week).")
 
 
 def min_interval_seconds() -> int:
@@ -90,6 +142,16 @@ def min_interval_seconds() -> int:
 
 
 ROUTINES_CHANNEL = "claw_routines"
+TRIGGER_FIELD_NAMES = (
+    "trigger",
+    "cron",
+    "timezone",
+    "interval_seconds",
+    "run_at",
+    "event_kind",
+    "event_pattern",
+    "event_wait_minutes",
+)
 
 
 def wake_schedulers() -> None:
@@ -138,6 +200,10 @@ def do_create_routine(
         timezone=trigger.timezone,
         interval_seconds=trigger.interval_seconds,
         run_at=trigger.run_at,
+        event_kind=trigger.event_kind if trigger.kind == TriggerKind.EVENT else "",
+        event_pattern=trigger.event_pattern.strip() if trigger.kind == TriggerKind.EVENT else "",
+        event_wait_minutes=trigger.event_wait_minutes if trigger.kind == TriggerKind.EVENT else None,
+        event_cursor=timezone.now() if trigger.kind == TriggerKind.EVENT else None,
         next_run_at=first,
         created_by_id=user_id,
         **(options or {}),
@@ -161,10 +227,7 @@ def do_set_routine_status(routine: Routine, status: str, *, acting_user: Any) ->
     before = locked.status
     locked.status = status
     if status == RoutineStatus.ACTIVE:
-        trigger = Trigger(
-            locked.trigger, locked.cron, locked.timezone, locked.interval_seconds, locked.run_at
-        )
-        locked.next_run_at = next_run(trigger, timezone.now())
+        locked.next_run_at = next_run(trigger_of(locked), timezone.now())
         locked.consecutive_failures = 0
         if locked.next_run_at is None and locked.trigger != TriggerKind.MANUAL:
             raise ValidationError("This one-shot routine's time has passed; schedule a new one.")
@@ -207,11 +270,10 @@ def do_update_routine(routine: Routine, changes: dict[str, Any], *, acting_user:
         if before != value:
             diff[name] = [str(before), str(value)]
             setattr(locked, name, value)
-    if set(diff) & {"trigger", "cron", "timezone", "interval_seconds", "run_at"}:
-        trigger = Trigger(
-            locked.trigger, locked.cron, locked.timezone, locked.interval_seconds, locked.run_at
-        )
-        first = check_routine_trigger(trigger)
+    if set(diff) & set(TRIGGER_FIELD_NAMES):
+        first = check_routine_trigger(trigger_of(locked))
+        if locked.trigger == TriggerKind.EVENT and locked.event_cursor is None:
+            locked.event_cursor = timezone.now()
         if locked.status == RoutineStatus.ACTIVE:
             locked.next_run_at = first
     locked.save()

@@ -25,6 +25,7 @@ from agents.models.providers import LLMProvider, ModelProfile, ProviderKind
 from agents.models.revisions import AgentRevision
 from agents.models.routines import (
     ActionKind,
+    EventKind,
     FireState,
     MissedPolicy,
     OverlapPolicy,
@@ -64,6 +65,7 @@ __all__ = [
     "BusyPolicy",
     "Checkpoint",
     "DelegationMode",
+    "EventKind",
     "FireState",
     "InputGuardMode",
     "LLMProvider",

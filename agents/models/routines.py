@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from claw_platform.crypto import EncryptedTextField
 from claw_platform.tenancy.models import TenantOwned
 
 
@@ -23,6 +24,13 @@ class TriggerKind(models.TextChoices):
     INTERVAL = "interval", "Every N seconds"
     ONCE = "once", "Once, at a time"
     MANUAL = "manual", "Only when run by hand"
+    EVENT = "event", "On an event"
+
+
+class EventKind(models.TextChoices):
+    MESSAGE = "message", "A message matching a pattern in the agent's sessions"
+    RUN_FAILED = "run_failed", "A run of the agent failed"
+    APPROVAL_WAITING = "approval_waiting", "An approval waiting longer than N minutes"
 
 
 class ActionKind(models.TextChoices):
@@ -77,6 +85,18 @@ class Routine(TenantOwned):
     timezone = models.CharField(max_length=64, default="UTC")
     interval_seconds = models.PositiveIntegerField(null=True, blank=True)
     run_at = models.DateTimeField(null=True, blank=True)
+    event_kind = models.CharField(max_length=32, choices=EventKind.choices, blank=True)
+    event_pattern = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Message events: a regular expression (case-insensitive) the message must match.",
+    )
+    event_wait_minutes = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Approval events: minutes an approval waits before it counts."
+    )
+    event_cursor = models.DateTimeField(
+        null=True, blank=True, help_text="Events up to here were looked at (event routines)."
+    )
     action = models.CharField(max_length=16, choices=ActionKind.choices, default=ActionKind.AGENT)
     command = models.TextField(blank=True, help_text="Shell routines: the command (one simple command).")
     missed_policy = models.CharField(
@@ -113,6 +133,21 @@ class Routine(TenantOwned):
         default=5, help_text="Pause after this many consecutive failed runs (0: never)."
     )
     consecutive_failures = models.PositiveIntegerField(default=0)
+    deliver_channel = models.ForeignKey(
+        "channels_app.Channel",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="Also send the output to this chat-platform channel …",
+    )
+    deliver_target = models.CharField(max_length=200, blank=True, help_text="… to this chat id on it.")
+    webhook_url = models.URLField(
+        max_length=500, blank=True, help_text="Also POST the output here (signed, through the SSRF guard)."
+    )
+    webhook_secret = EncryptedTextField(
+        blank=True, default="", help_text="Signs webhook deliveries (X-Claw-Signature); never shown."
+    )
     status = models.CharField(max_length=16, choices=RoutineStatus.choices, default=RoutineStatus.ACTIVE)
     next_run_at = models.DateTimeField(null=True, blank=True)
     last_run_at = models.DateTimeField(null=True, blank=True)
@@ -151,6 +186,10 @@ class RoutineFire(TenantOwned):
     scheduled_for = models.DateTimeField()
     not_before = models.DateTimeField(help_text="Due time plus jitter, stagger or retry backoff.")
     reason = models.CharField(max_length=16, default="schedule")  # schedule, catch_up, manual, event, retry
+    event_key = models.CharField(
+        max_length=120, blank=True, default="", help_text="Event fires: the event (once per routine)."
+    )
+    event_detail = models.TextField(blank=True, default="", help_text="Event fires: what happened.")
     state = models.CharField(max_length=16, choices=FireState.choices, default=FireState.PENDING)
     attempt = models.PositiveSmallIntegerField(default=0)
     started_by = models.CharField(max_length=200, blank=True)
@@ -158,7 +197,12 @@ class RoutineFire(TenantOwned):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["routine", "scheduled_for"], name="routine_fire_once"),
+            models.UniqueConstraint(
+                fields=["routine", "scheduled_for"], name="routine_fire_once", condition=Q(event_key="")
+            ),
+            models.UniqueConstraint(
+                fields=["routine", "event_key"], name="routine_fire_event_once", condition=~Q(event_key="")
+            ),
         ]
         indexes = [
             models.Index(fields=["not_before"], name="routine_fire_due", condition=Q(state="pending")),
@@ -188,6 +232,9 @@ class RoutineRun(TenantOwned):
     output = models.TextField(blank=True)
     run = models.ForeignKey("agents.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     cost = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    delivery = models.CharField(
+        max_length=500, blank=True, help_text="Where the output went, and each destination's failure."
+    )
     started_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True)
 

@@ -13,20 +13,19 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 from rest_framework import serializers
 
 from agents.actions.routines import (
-    Trigger,
     check_routine_trigger,
     do_run_routine_now,
     do_set_routine_status,
+    trigger_of,
     wake_schedulers,
 )
-from agents.models import Agent, Routine, RoutineRun, RoutineStatus, Session
+from agents.models import Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin, TenantScopedInline
-from claw_platform.api.serializers.routines import check_routine_fields
-
-TRIGGER_FIELDS = ("trigger", "cron", "timezone", "interval_seconds", "run_at")
+from claw_platform.api.serializers.routines import DELIVERY_FIELDS, TRIGGER_FIELDS, check_routine_fields
 
 
 class RoutineForm(forms.ModelForm):
@@ -35,13 +34,10 @@ class RoutineForm(forms.ModelForm):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         instance = self.instance if self.instance.pk else None
-        changed = {name: data.get(name) for name in (*TRIGGER_FIELDS, "action", "command", "prompt")}
+        always = ("action", "command", "prompt", "deliver_channel", "deliver_target")
+        changed = {name: data.get(name) for name in (*TRIGGER_FIELDS, *always) if name in self.fields}
         if instance is not None:
-            changed = {
-                k: v
-                for k, v in changed.items()
-                if k in self.changed_data or k in ("action", "command", "prompt")
-            }
+            changed = {k: v for k, v in changed.items() if k in self.changed_data or k in always}
         try:
             check_routine_fields(changed, instance)
         except serializers.ValidationError as exc:
@@ -58,7 +54,17 @@ class RoutineForm(forms.ModelForm):
 
 class RoutineRunInline(TenantScopedInline):
     model = RoutineRun
-    fields = ("started_at", "scheduled_for", "attempt", "status", "reason", "run", "cost", "finished_at")
+    fields = (
+        "started_at",
+        "scheduled_for",
+        "attempt",
+        "status",
+        "reason",
+        "run",
+        "cost",
+        "delivery",
+        "finished_at",
+    )
     readonly_fields = fields
     ordering = ["-started_at", "-id"]
     show_change_link = True
@@ -99,6 +105,7 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
         (None, {"fields": ["name", "agent", "user", "session", "status"]}),
         ("What it does", {"fields": ["action", "prompt", "command"]}),
         ("When", {"fields": list(TRIGGER_FIELDS)}),
+        ("Delivery", {"fields": list(DELIVERY_FIELDS)}),
         (
             "Policies",
             {
@@ -139,6 +146,12 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
             kwargs["queryset"] = (
                 Agent.objects.unscoped().filter(tenant=tenant) if tenant else Agent.objects.none()
             )
+        if db_field.name == "deliver_channel":
+            from channels_app.models import Channel
+
+            kwargs["queryset"] = (
+                Channel.objects.unscoped().filter(tenant=tenant) if tenant else Channel.objects.none()
+            )
         if db_field.name == "session":
             sessions = Session.objects.unscoped().filter(tenant=tenant) if tenant else Session.objects.none()
             kwargs["queryset"] = sessions
@@ -146,12 +159,14 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
 
     def save_model(self, request: HttpRequest, obj: Routine, form: Any, change: bool) -> None:
         if not change or set(form.changed_data) & set(TRIGGER_FIELDS) or "status" in form.changed_data:
-            trigger = Trigger(obj.trigger, obj.cron.strip(), obj.timezone, obj.interval_seconds, obj.run_at)
+            obj.cron = obj.cron.strip()
             try:
-                first = check_routine_trigger(trigger)
+                first = check_routine_trigger(trigger_of(obj))
             except ValidationError:
                 first = None  # the form checked it; a resumed past one-shot stays without a next run
             obj.next_run_at = first if obj.status == RoutineStatus.ACTIVE else obj.next_run_at
+            if obj.trigger == TriggerKind.EVENT and obj.event_cursor is None:
+                obj.event_cursor = timezone.now()
         if not change and obj.created_by_id is None:
             obj.created_by_id = request.user.pk
         with transaction.atomic():
@@ -226,6 +241,7 @@ class RoutineRunAdmin(MemberRuleMixin, TenantScopedAdmin):
         "output",
         "run",
         "cost",
+        "delivery",
         "started_at",
         "finished_at",
     ]

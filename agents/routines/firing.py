@@ -134,7 +134,7 @@ def start_fire(fire: RoutineFire, owner: str, now: datetime) -> int | None:
         run_row = _close(fire, owner, RoutineRunStatus.RUNNING, now, "", finished=False)
         return run_row.pk
     try:
-        run = _send(routine)
+        run = _send(routine, fire)
     except PermissionDenied:
         _close(
             fire, owner, RoutineRunStatus.REFUSED, now, "the routine's user may no longer act in this tenant"
@@ -149,7 +149,7 @@ def start_fire(fire: RoutineFire, owner: str, now: datetime) -> int | None:
     return None
 
 
-def _send(routine: Routine) -> Any:
+def _send(routine: Routine, fire: RoutineFire) -> Any:
     """The routine's prompt as a message in its session: a queued Run."""
     acting = routine.user if routine.user_id else None
     session: Session | None = None
@@ -165,9 +165,12 @@ def _send(routine: Routine) -> Any:
             )
             routine.session = session
             routine.save(update_fields=["session"])
+    prompt = routine.prompt
+    if fire.event_detail:
+        prompt = f"{prompt}\n\nThe event that triggered this routine:\n{fire.event_detail}"
     return do_send_message(
         Session(pk=session.pk, tenant_id=routine.tenant_id),
-        routine.prompt,
+        prompt,
         acting_user=acting,
         require_enabled=True,
     )

@@ -36,7 +36,7 @@ from agents.models import (
     TriggerKind,
     UsageRecord,
 )
-from agents.routines.delivery import deliver
+from agents.routines.delivery import deliver, wants_delivery
 from agents.routines.times import retry_delay
 from claw_platform.audit.actions import record_audit_event
 
@@ -162,7 +162,7 @@ def after_outcome(row: RoutineRun, now: datetime) -> None:
     routine.save(update_fields=fields)
     if row.fire_id is not None and not retried:
         RoutineFire._base_manager.filter(pk=row.fire_id).update(state=FireState.DONE)
-    if row.status != RoutineRunStatus.SKIPPED:
+    if row.status != RoutineRunStatus.SKIPPED and not retried and wants_delivery(routine):
         transaction.on_commit(lambda: deliver(row.pk))
     _trim_history(routine.pk)
 

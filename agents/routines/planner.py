@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from agents.actions.routines import Trigger, next_run
+from agents.actions.routines import next_run, trigger_of
 from agents.models import (
     FireState,
     MissedPolicy,
@@ -32,6 +32,7 @@ from agents.models import (
     RoutineStatus,
     TriggerKind,
 )
+from agents.routines.events import event_fires
 from agents.routines.times import jitter_offset, stagger_offset
 
 PLAN_BATCH = 500
@@ -40,10 +41,6 @@ MAX_WALK = 20_000
 
 def missed_after() -> timedelta:
     return timedelta(seconds=settings.CLAW_ROUTINE_MISSED_AFTER_SECONDS)
-
-
-def trigger_of(routine: Routine) -> Trigger:
-    return Trigger(routine.trigger, routine.cron, routine.timezone, routine.interval_seconds, routine.run_at)
 
 
 @dataclass
@@ -118,6 +115,9 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
         skipped_rows: list[RoutineRun] = []
         spread = settings.CLAW_ROUTINE_CATCHUP_SPREAD_SECONDS
         for routine in routines:
+            if routine.trigger == TriggerKind.EVENT:
+                fires.extend(_event_fires(routine, now))
+                continue
             plan = plan_routine(routine, now)
             for due, reason in plan.fires:
                 start = due + jitter_offset(routine.pk, routine.jitter_seconds)
@@ -151,5 +151,26 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
                 routine.status, routine.last_status = RoutineStatus.COMPLETED, RoutineRunStatus.SKIPPED
         RoutineFire._base_manager.bulk_create(fires, ignore_conflicts=True)
         RoutineRun._base_manager.bulk_create(skipped_rows)
-        Routine._base_manager.bulk_update(routines, ["next_run_at", "status", "last_status"])
+        Routine._base_manager.bulk_update(routines, ["next_run_at", "status", "last_status", "event_cursor"])
         return len(routines)
+
+
+def _event_fires(routine: Routine, now: datetime) -> list[RoutineFire]:
+    """An event routine's new events as fires (``agents.routines.events``); it looks
+    again after the event poll."""
+    fires = [
+        RoutineFire(
+            tenant_id=routine.tenant_id,
+            routine=routine,
+            scheduled_for=event.at,
+            not_before=now,
+            reason="event",
+            event_key=event.key,
+            event_detail=event.detail,
+            state=FireState.PENDING,
+        )
+        for event in event_fires(routine, now)
+    ]
+    routine.event_cursor = now
+    routine.next_run_at = next_run(trigger_of(routine), now)
+    return fires

@@ -179,6 +179,7 @@ def main() -> int:
         env = {
             **os.environ,
             "DATABASE_URL": database.url,
+            "DATABASE_OWNER_URL": database.owner_url,  # migrations run as the owner role
             "CLAW_VAR_DIR": str(work / "var"),
             "DJANGO_SETTINGS_MODULE": "claw_platform.settings",
             "CLAW_RUNS_PER_TENANT": "200",
@@ -187,7 +188,12 @@ def main() -> int:
             "LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(ROOT),
         }
-        os.environ.update({k: env[k] for k in ("DATABASE_URL", "CLAW_VAR_DIR", "DJANGO_SETTINGS_MODULE")})
+        os.environ.update(
+            {
+                k: env[k]
+                for k in ("DATABASE_URL", "DATABASE_OWNER_URL", "CLAW_VAR_DIR", "DJANGO_SETTINGS_MODULE")
+            }
+        )
         os.environ["CLAW_ROUTINES_ENABLED"] = "false"  # this process only measures
         import django
 

@@ -29,7 +29,7 @@ from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
 from tests.fixtures.tenants import PASSWORD, make_api_rows
-from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill, ToolHealth
 
 TENANT_MODELS = [m for m in admin.site._registry if issubclass(m, TenantOwned)]
 
@@ -40,6 +40,9 @@ def _api_rows(tenant_a, tenant_b) -> None:
     for prefix, tenant_set in (("a", tenant_a), ("b", tenant_b)):
         make_api_rows(tenant_set.tenant, prefix, tenant_set.owner, tenant_set.agent)
         make_routine_rows(tenant_set, prefix, tenant_set.member)
+        ToolHealth.objects.unscoped().create(
+            tenant=tenant_set.tenant, agent=tenant_set.agent, tool=f"{prefix}-tool", consecutive_failures=1
+        )
 
 
 def make_routine_rows(tenant_set, prefix: str, user) -> Routine:
@@ -98,6 +101,7 @@ def objects_of(tenant_set) -> dict[type, object]:
         InboundUpdate: InboundUpdate.objects.unscoped(),
         MemoryEntry: MemoryEntry.objects.unscoped(),
         MemoryInjection: MemoryInjection.objects.unscoped(),
+        ToolHealth: ToolHealth.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -139,6 +143,7 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         InboundUpdate,
         MemoryEntry,
         MemoryInjection,
+        ToolHealth,
     }
 
 

@@ -13,8 +13,9 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from claw_platform.admin.scoped import TenantScopedAdmin
+from tools_app.health import do_clear_tool_flag
 from tools_app.hooks.callables import registered_callables
-from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill, ToolHealth
 
 
 class HookForm(forms.ModelForm):
@@ -173,3 +174,37 @@ class AllowedHostAdmin(TenantScopedAdmin):
 from tools_app.admin.agent_inlines import AGENT_TOOL_INLINES  # noqa: E402
 
 __all__ = ["AGENT_TOOL_INLINES"]
+
+
+@admin.register(ToolHealth)
+class ToolHealthAdmin(TenantScopedAdmin):
+    """Self-repair (R3): tools failing in a row per agent; flagged ones are left out
+    of the agent's tools (CLAW_TOOL_FLAGGED_LEFT_OUT) until cleared here."""
+
+    list_display = ["tool", "agent", "consecutive_failures", "flagged_at", "last_failed_at"]
+    list_filter = [("flagged_at", admin.EmptyFieldListFilter), "agent"]
+    list_select_related = ["agent"]
+    search_fields = ["tool"]
+    readonly_fields = [
+        "agent",
+        "tool",
+        "consecutive_failures",
+        "last_error",
+        "last_failed_at",
+        "flagged_at",
+        "updated_at",
+    ]
+    actions = ["clear_flag"]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    @admin.action(description="Clear the flag (offer the tool again)")
+    def clear_flag(self, request: HttpRequest, queryset: Any) -> None:
+        if not self.has_change_permission(request):
+            self.message_user(request, "You cannot change this tenant's tools.", level="error")
+            return
+        rows = list(queryset.filter(flagged_at__isnull=False))
+        for row in rows:
+            do_clear_tool_flag(row, acting_user=request.user)
+        self.message_user(request, f"Cleared: {len(rows)} tool(s).")

@@ -12,6 +12,7 @@ from tools_app.models.config import (
     ToolSetting,
     parse_name_list,
 )
+from tools_app.models.health import ToolHealth
 from tools_app.models.hooks import Hook, HookEvent, HookKind, HookOnError
 from tools_app.models.http_tools import HttpMethod, HttpTool
 from tools_app.models.mcp import McpServer, McpTransport
@@ -40,6 +41,7 @@ __all__ = [
     "Skill",
     "ToolApprovalGrant",
     "ToolApprovalMode",
+    "ToolHealth",
     "ToolSetting",
     "UserToken",
     "parse_name_list",

@@ -11,9 +11,20 @@ from rest_framework import serializers
 from agents.actions.routines import Trigger, check_routine_trigger
 from agents.models import ActionKind, Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
 from agents.routines.shell import check_shell_command
+from channels_app.models import Channel
 from claw_platform.api.serializers.base import StrictModelSerializer
 
-TRIGGER_FIELDS = ("trigger", "cron", "timezone", "interval_seconds", "run_at")
+TRIGGER_FIELDS = (
+    "trigger",
+    "cron",
+    "timezone",
+    "interval_seconds",
+    "run_at",
+    "event_kind",
+    "event_pattern",
+    "event_wait_minutes",
+)
+DELIVERY_FIELDS = ("deliver_channel", "deliver_target", "webhook_url", "webhook_secret")
 POLICY_FIELDS = (
     "missed_policy",
     "catchup_window_seconds",
@@ -36,6 +47,8 @@ def trigger_field_errors(trigger: Trigger) -> dict[str, list[str]]:
         message = "; ".join(exc.messages)
         if "timezone" in message.lower() and "run_at" not in message:
             field = "timezone"
+        elif trigger.kind == TriggerKind.EVENT:
+            field = next((f for f in ("event_pattern", "event_wait_minutes") if f in message), "event_kind")
         else:
             fields: dict[str, str] = {
                 TriggerKind.CRON.value: "cron",
@@ -61,6 +74,9 @@ def check_routine_fields(data: dict[str, Any], instance: Routine | None) -> None
         timezone=value("timezone", "UTC") or "UTC",
         interval_seconds=value("interval_seconds"),
         run_at=value("run_at"),
+        event_kind=value("event_kind", "") or "",
+        event_pattern=value("event_pattern", "") or "",
+        event_wait_minutes=value("event_wait_minutes"),
     )
     if instance is None or any(name in data for name in TRIGGER_FIELDS):
         errors = trigger_field_errors(trigger)
@@ -74,6 +90,10 @@ def check_routine_fields(data: dict[str, Any], instance: Routine | None) -> None
             raise serializers.ValidationError({"command": exc.messages}) from None
     elif not (value("prompt", "") or "").strip():
         raise serializers.ValidationError({"prompt": ["An agent routine needs a prompt."]})
+    if value("deliver_channel") is not None and not (value("deliver_target", "") or "").strip():
+        raise serializers.ValidationError(
+            {"deliver_target": ["Name the chat id to deliver to on the channel."]}
+        )
 
 
 class RoutineSerializer(StrictModelSerializer):
@@ -86,6 +106,11 @@ class RoutineSerializer(StrictModelSerializer):
     )
     prompt = serializers.CharField(max_length=20_000, required=False, allow_blank=True)
     user = serializers.SerializerMethodField()
+    deliver_channel = serializers.PrimaryKeyRelatedField(
+        queryset=Channel._base_manager.none(), required=False, allow_null=True
+    )
+    webhook_secret = serializers.CharField(write_only=True, required=False, allow_blank=True, max_length=500)
+    webhook_secret_set = serializers.SerializerMethodField()
 
     class Meta:
         model = Routine
@@ -100,6 +125,8 @@ class RoutineSerializer(StrictModelSerializer):
             "command",
             *TRIGGER_FIELDS,
             *POLICY_FIELDS,
+            *DELIVERY_FIELDS,
+            "webhook_secret_set",
             "status",
             "consecutive_failures",
             "next_run_at",
@@ -112,6 +139,7 @@ class RoutineSerializer(StrictModelSerializer):
         read_only_fields = [
             "id",
             "user",
+            "webhook_secret_set",
             "consecutive_failures",
             "next_run_at",
             "last_run_at",
@@ -128,6 +156,10 @@ class RoutineSerializer(StrictModelSerializer):
             # Only the caller's tenant's agents, and the sessions the caller sees.
             self.fields["agent"].queryset = Agent.objects.all()
             self.fields["session"].queryset = Session.objects.visible_to(principal.caller)
+            self.fields["deliver_channel"].queryset = Channel.objects.all()
+
+    def get_webhook_secret_set(self, routine: Routine) -> bool:
+        return bool(routine.webhook_secret)
 
     def get_user(self, routine: Routine) -> str | None:
         return routine.user.get_username() if routine.user_id and routine.user else None
@@ -155,6 +187,7 @@ class RoutineRunSerializer(serializers.ModelSerializer):
             "output",
             "cost",
             "run",
+            "delivery",
             "started_at",
             "finished_at",
         ]

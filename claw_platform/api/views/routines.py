@@ -25,6 +25,7 @@ from agents.actions.routines import (
 from agents.models import Routine, RoutineRun
 from claw_platform.api.errors import ApiError
 from claw_platform.api.serializers.routines import (
+    DELIVERY_FIELDS,
     POLICY_FIELDS,
     RoutineRunSerializer,
     RoutineSerializer,
@@ -71,8 +72,15 @@ class RoutineViewSet(
             timezone=data.get("timezone") or "UTC",
             interval_seconds=data.get("interval_seconds"),
             run_at=data.get("run_at"),
+            event_kind=data.get("event_kind") or "",
+            event_pattern=data.get("event_pattern") or "",
+            event_wait_minutes=data.get("event_wait_minutes"),
         )
-        options = {name: data[name] for name in (*POLICY_FIELDS, "action", "command") if name in data}
+        options = {
+            name: data[name]
+            for name in (*POLICY_FIELDS, *DELIVERY_FIELDS, "action", "command")
+            if name in data
+        }
         session = data.get("session")
         try:
             routine = do_create_routine(
