@@ -346,7 +346,7 @@ def settle(reservation: Reservation, cost: Decimal, *, now: datetime | None = No
         return []
     from django.db import connection
 
-    params = {
+    params: dict[str, Any] = {
         "id": reservation.pk,
         "cost": cost,
         "ids": list(reservation.budget_ids),
