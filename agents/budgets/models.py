@@ -203,6 +203,8 @@ class BudgetAlert(TenantOwned):
     limit = models.DecimalField(max_digits=16, decimal_places=6)
     webhook_status = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The owners' banner shows the alert until its period resets or someone dismisses it.
+    dismissed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -296,3 +298,23 @@ class UsageDay(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.day} {self.model} {self.calls} calls"
+
+
+class RunawayPause(TenantOwned):
+    """A routine paused because it ran away (``agents.budgets.runaway``): it kept
+    producing the same output, or its cost per hour jumped past a multiple of its
+    usual. Shown to owners in the banner until dismissed or the routine resumes."""
+
+    MEMBER_OWNER = "routine__user"
+
+    routine = models.ForeignKey("agents.Routine", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16)  # "repeats" or "cost"
+    reason = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.routine} paused: {self.reason}"
