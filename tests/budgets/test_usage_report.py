@@ -174,3 +174,31 @@ def test_bad_report_queries_get_a_400_naming_the_field(tenant_a, query, field):
     response = api.get("/api/v1/usage/?" + query)
     assert response.status_code == 400, response.content
     assert field in response.json()["error"]["fields"], response.json()
+
+
+def test_the_kill_switch_cancels_a_running_run_within_a_second(live_agent, inline_runs, fake_llm):
+    from agents.models import Run
+
+    # A reply that streams for about ten seconds unless stopped.
+    fake_llm.script(FakeTurn(text="word " * 200, chunk_size=5, chunk_delay=0.05))
+    session = do_create_session(live_agent.agent, user=live_agent.member, title="x")
+    api = client_for(make_key(live_agent, "admin"))
+    sent = api.post(
+        f"/api/v1/sessions/{session.pk}/messages/", {"text": "go", "mode": "async"}, format="json"
+    )
+    assert sent.status_code in (200, 201, 202), sent.content
+    run_id = body_of(sent)["id"]
+    # Woken by the worker's NOTIFY, like the API's wait: the run is streaming once
+    # its partial text shows (a short wait that ends as soon as it does).
+    deadline = time.monotonic() + 20
+    while not Run.objects.unscoped().filter(pk=run_id, status="running", turn__partial_text__gt="").exists():
+        assert time.monotonic() < deadline, "the run never started streaming"
+        time.sleep(0.02)
+    started = time.monotonic()
+    on = api.post("/api/v1/kill-switches/", {"reason": "runaway"}, format="json")
+    assert on.status_code == 201, on.content
+    settled = async_to_sync(settle_run)(run_id, deadline=started + 5)
+    elapsed = time.monotonic() - started
+    assert settled is not None
+    assert settled.status == "cancelled", (settled.status, settled.error)
+    assert elapsed < 1.0, f"the run took {elapsed:.2f} s to stop"
