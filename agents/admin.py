@@ -277,10 +277,13 @@ class UsageRecordAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
         "cache_read_tokens",
         "cost",
         "latency_ms",
+        "run",
+        "api_key",
+        "routine",
     ]
     list_filter = ["purpose", "provider", "model", ("created_at", admin.DateFieldListFilter)]
     date_hierarchy = "created_at"
-    list_select_related = ["agent", "user"]
+    list_select_related = ["agent", "user", "run", "api_key", "routine"]
 
 
 @admin.register(Run)

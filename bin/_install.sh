@@ -19,7 +19,7 @@ if [ "${INSTALL_DEV:-0}" = "1" ]; then extra="[dev]"; fi
     exit 1
 }
 
-# The chat UI's front-end libraries (marked, DOMPurify, highlight.js) come from the npm registry at
+# The chat UI's front-end libraries (marked, DOMPurify, highlight.js; Chart.js for the usage report) come from the npm registry at
 # set-up time, pinned by channels_app/frontend/package-lock.json, and are copied
 # where Django's static files are found. Nothing of node_modules is committed.
 install_frontend() {
@@ -35,6 +35,7 @@ install_frontend() {
     cp "$front/node_modules/marked/lib/marked.umd.js" "$vendor/marked.umd.js"
     cp "$front/node_modules/dompurify/dist/purify.min.js" "$vendor/purify.min.js"
     cp "$front/node_modules/@highlightjs/cdn-assets/highlight.min.js" "$vendor/highlight.min.js"
+    cp "$front/node_modules/chart.js/dist/chart.umd.min.js" "$vendor/chart.umd.js"
 }
 install_frontend
 

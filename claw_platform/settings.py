@@ -69,6 +69,17 @@ CLAW_DB_PREPARE = config.env_bool("CLAW_DB_PREPARE", True)
 # this many seconds.
 CLAW_BUDGET_ALLOW_UNPRICED = config.env_bool("CLAW_BUDGET_ALLOW_UNPRICED", False)
 CLAW_BUDGET_RESERVATION_SECONDS = config.env_int("CLAW_BUDGET_RESERVATION_SECONDS", 3600, minimum=60)
+# The guard's reserve and settle statements commit without waiting for the WAL flush
+# (PostgreSQL's synchronous_commit=off for those two statements only): a database
+# crash may forget the last fraction of a second of budget counter moves, never
+# corrupt them, and the usage records stay durable. Off: every move waits for disk.
+CLAW_BUDGET_ASYNC_COMMIT = config.env_bool("CLAW_BUDGET_ASYNC_COMMIT", True)
+# Runaway routines (agents/budgets/runaway.py): paused when this many runs in a row
+# produced the same output, or when the last hour cost over this multiple of the
+# routine's usual hour (and at least the minimum, in USD). 0 turns a check off.
+CLAW_RUNAWAY_REPEATS = config.env_int("CLAW_RUNAWAY_REPEATS", 5, minimum=0)
+CLAW_RUNAWAY_COST_MULTIPLE = config.env_int("CLAW_RUNAWAY_COST_MULTIPLE", 5, minimum=0)
+CLAW_RUNAWAY_MIN_COST = config.env_str("CLAW_RUNAWAY_MIN_COST", "0.10")
 
 CHANNEL_LAYERS = {
     "default": config.channel_layer_config(config.env_str("CHANNEL_LAYER_URL"), DATABASES["default"])

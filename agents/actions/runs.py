@@ -263,7 +263,12 @@ class AgentDisabled(Exception):
 
 @transaction.atomic
 def do_send_message(
-    session: Session, text: str, *, acting_user: Any, require_enabled: bool = False
+    session: Session,
+    text: str,
+    *,
+    acting_user: Any,
+    require_enabled: bool = False,
+    api_key_id: int | None = None,
 ) -> Run | None:
     """A user message: its Turn and a queued Run, enqueued when the transaction
     commits, and a stored ``run.queued`` event (so every open tab shows it at once).
@@ -280,7 +285,8 @@ def do_send_message(
     active run, or, when the agent's ``busy_policy`` is ``interrupt``, cancels it.
 
     ``session`` may be an unsaved ``Session(pk=…, tenant_id=…)``: its row is read
-    here, for that tenant only (``Session.DoesNotExist`` otherwise).
+    here, for that tenant only (``Session.DoesNotExist`` otherwise). ``api_key_id``:
+    the API key of the request, recorded on the run (its usage is reported by key).
     """
     caller = check_actor(session.tenant_id, acting_user)
     command = parse_slash_command(text)
@@ -342,6 +348,7 @@ def do_send_message(
         agent_id=locked.agent_id,
         agent_revision=revision,
         requested_by=acting_user if getattr(acting_user, "pk", None) else None,
+        api_key_id=api_key_id,
     )
     record_audit_event(
         action="run.created",

@@ -1,5 +1,5 @@
 """What a crossed threshold does: an audit row, a banner for owners (chat and admin,
-``current_alerts``) and a signed POST to the tenant's alert webhook if one is set.
+``owner_banners``) and a signed POST to the tenant's alert webhook if one is set.
 
 The guard creates the ``BudgetAlert`` rows under the budget's row lock (one per
 budget, period and threshold); this runs after that transaction commits. The POST
@@ -14,6 +14,7 @@ import json
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -123,9 +124,64 @@ async def post_alert(tenant_id: int, url: str, secret: str, body: bytes) -> str:
 
 
 def current_alerts(tenant_id: int, *, days: int = BANNER_DAYS) -> list[BudgetAlert]:
-    """Alerts of the tenant's current periods for the owners' banner (newest first)."""
-    since = timezone.now() - timedelta(days=days)
+    """Alerts for the owners' banner (newest first): not dismissed, of the budget's
+    current period (an alert of a period that has reset is over), at most ``days`` old."""
+    from agents.budgets.guard import tenant_zone
+    from agents.budgets.periods import period_bounds
+
+    now = timezone.now()
     rows = BudgetAlert._base_manager.select_related("budget").filter(
-        tenant_id=tenant_id, created_at__gte=since
+        tenant_id=tenant_id, created_at__gte=now - timedelta(days=days), dismissed_at__isnull=True
     )
-    return [a for a in rows.order_by("-created_at")[:20] if a.period_start == a.budget.period_start]
+    zone = tenant_zone(tenant_id)
+    return [
+        a
+        for a in rows.order_by("-created_at")[:20]
+        if a.period_start == period_bounds(a.budget.period, now, zone)[0]
+    ]
+
+
+@dataclass(frozen=True)
+class Banner:
+    """One line of the owners' banner, with what its Dismiss button posts."""
+
+    kind: str  # "alert" or "runaway"
+    pk: int
+    text: str
+
+
+def owner_banners(tenant_id: int) -> list[Banner]:
+    """What the owners' banner shows in the chat and the admin: budget thresholds
+    crossed this period, and routines paused for running away (while still paused)."""
+    from agents.budgets.models import RunawayPause
+    from agents.models import RoutineStatus
+
+    banners = [Banner("alert", a.pk, alert_text(a)) for a in current_alerts(tenant_id)]
+    pauses = (
+        RunawayPause._base_manager.select_related("routine")
+        .filter(tenant_id=tenant_id, dismissed_at__isnull=True, routine__status=RoutineStatus.PAUSED)
+        .order_by("-created_at")[:10]
+    )
+    banners += [
+        Banner("runaway", p.pk, f"The routine {p.routine.name!r} was paused: {p.reason}.") for p in pauses
+    ]
+    return banners
+
+
+def dismiss_banner(tenant_id: int, kind: str, pk: int, *, acting_user: Any) -> bool:
+    """Hide one banner line for the whole team (audited); False when not found."""
+    from agents.budgets.models import RunawayPause
+
+    row: BudgetAlert | RunawayPause | None
+    if kind == "alert":
+        row = BudgetAlert._base_manager.filter(tenant_id=tenant_id, pk=pk, dismissed_at__isnull=True).first()
+    elif kind == "runaway":
+        row = RunawayPause._base_manager.filter(tenant_id=tenant_id, pk=pk, dismissed_at__isnull=True).first()
+    else:
+        return False
+    if row is None:
+        return False
+    row.dismissed_at = timezone.now()
+    row.save(update_fields=["dismissed_at"])
+    record_audit_event(action="budget.banner_dismissed", actor=acting_user, obj=row, diff={"kind": kind})
+    return True

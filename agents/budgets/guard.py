@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -139,122 +140,157 @@ def reserve(
     now = now or timezone.now()
     worst = worst_case_cost(price, input_tokens, max_output_tokens)
     try:
-        # One round trip answers the common case (nothing limits this call) without
-        # opening a transaction; otherwise the locking transaction decides.
-        if not _anything_applies(charge):
-            return Reservation(charge.tenant_id, None, (), Decimal(0))
-        with transaction.atomic():
-            return _reserve(charge, model, price, worst, now)
+        return _reserve(charge, model, price, worst, now)
     except BudgetRefused as refused:
-        # The refusal's audit row outlives the rolled-back reservation attempt.
+        # The refusal's audit row (nothing was held: the statement changed nothing).
         raise _refuse(charge, refused, model) from None
 
 
-_ANYTHING_SQL = """
-SELECT EXISTS (
-    SELECT 1 FROM budgets_killswitch
+# The whole reservation in ONE statement (one round trip, its own transaction in
+# autocommit): the kill switch, then the applicable budgets locked in id order
+# (``FOR UPDATE``: concurrent calls queue here, and a row changed meanwhile is read
+# as committed), each rolled into the current period and hour, judged, and -- only if
+# every one lets the call through -- updated, with the reservation row written. The
+# answer is one row: the kill switch (if on), the refusing budgets (if any), and the
+# reservation (if one was made).
+_RESERVE_SQL = """
+WITH stop AS (
+    SELECT agent_id, reason FROM budgets_killswitch
     WHERE tenant_id = %(tenant)s AND active AND (agent_id IS NULL OR agent_id = ANY(%(agents)s))
-) OR EXISTS (
-    SELECT 1 FROM budgets_budget
-    WHERE tenant_id = %(tenant)s AND enabled AND (
-        scope = 'tenant'
-        OR (scope = 'user' AND user_id = %(user)s)
-        OR (scope = 'agent' AND agent_id = ANY(%(agents)s))
-        OR (scope = 'api_key' AND api_key_id = %(key)s)
-        OR (scope = 'routine' AND routine_id = %(routine)s)
+    ORDER BY agent_id NULLS FIRST, id LIMIT 1
+), locked AS (
+    SELECT b.id, b.name, b.scope, b.period, b."limit", b.hard_limit, b.calls_per_hour, b.reserved,
+        CASE b.period WHEN 'day' THEN %(day)s::timestamptz WHEN 'week' THEN %(week)s::timestamptz
+            WHEN 'month' THEN %(month)s::timestamptz END AS start,
+        CASE WHEN b.period_start IS NOT DISTINCT FROM (CASE b.period WHEN 'day' THEN %(day)s::timestamptz
+            WHEN 'week' THEN %(week)s::timestamptz WHEN 'month' THEN %(month)s::timestamptz END)
+            THEN b.spent ELSE 0 END AS spent_now,
+        CASE WHEN b.window_start = %(hour)s THEN b.window_calls ELSE 0 END AS calls_now
+    FROM budgets_budget b
+    WHERE b.tenant_id = %(tenant)s AND b.enabled AND (
+        b.scope = 'tenant'
+        OR (b.scope = 'user' AND b.user_id = %(user)s)
+        OR (b.scope = 'agent' AND b.agent_id = ANY(%(agents)s))
+        OR (b.scope = 'api_key' AND b.api_key_id = %(key)s)
+        OR (b.scope = 'routine' AND b.routine_id = %(routine)s)
     )
+    ORDER BY b.id
+    FOR UPDATE OF b
+), verdict AS (
+    SELECT l.*, CASE
+        WHEN l.calls_per_hour IS NOT NULL AND l.calls_now + 1 > l.calls_per_hour THEN 'rate'
+        WHEN l."limit" IS NOT NULL AND %(unpriced)s THEN 'unpriced'
+        WHEN l."limit" IS NOT NULL AND l.hard_limit AND l.spent_now + l.reserved + %(worst)s > l."limit" THEN 'over'
+        ELSE '' END AS refusal
+    FROM locked l
+), go AS (
+    SELECT NOT EXISTS (SELECT 1 FROM stop) AND NOT EXISTS (SELECT 1 FROM verdict WHERE refusal <> '') AS ok
+), held AS (
+    UPDATE budgets_budget b SET
+        period_start = v.start,
+        spent = v.spent_now,
+        reserved = v.reserved + CASE WHEN v."limit" IS NULL THEN 0 ELSE %(worst)s END,
+        window_start = %(hour)s,
+        window_calls = v.calls_now + 1
+    FROM verdict v, go
+    WHERE go.ok AND b.id = v.id
+    RETURNING b.id, v."limit" IS NOT NULL AS money
+), reservation AS (
+    INSERT INTO budgets_budgetreservation (tenant_id, budget_ids, amount, user_id, run_id, model, created_at,
+        expires_at)
+    SELECT %(tenant)s, jsonb_agg(h.id ORDER BY h.id), %(worst)s, %(user)s, %(run)s, %(model)s, now(), %(expires)s
+    FROM held h WHERE h.money
+    HAVING count(*) > 0
+    RETURNING id, budget_ids
 )
+SELECT
+    (SELECT json_build_array(s.agent_id, s.reason) FROM stop s),
+    (SELECT json_agg(json_build_array(v.id, v.refusal, v.name, v.scope, v.period, v."limit", v.spent_now,
+        v.reserved, v.calls_per_hour) ORDER BY v.id) FROM verdict v WHERE v.refusal <> ''),
+    (SELECT r.id FROM reservation r),
+    (SELECT r.budget_ids FROM reservation r),
+    CASE WHEN %(async_commit)s THEN set_config('synchronous_commit', 'off', true) END
 """
 
 
-def _anything_applies(charge: Charge) -> bool:
+def _async_commit() -> bool:
+    """Commit the statement without waiting for the WAL flush: only in autocommit
+    (inside a caller's transaction the setting would reach the caller's commit)."""
     from django.db import connection
 
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _ANYTHING_SQL,
-            {
-                "tenant": charge.tenant_id,
-                "agents": list(charge.agent_ids),
-                "user": charge.user_id,
-                "key": charge.api_key_id,
-                "routine": charge.routine_id,
-            },
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0])
+    return bool(settings.CLAW_BUDGET_ASYNC_COMMIT) and connection.get_autocommit()
+
+
+def _json(value: object) -> object:
+    # Raw SQL reads json as text (Django's psycopg set-up).
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def _reserve(charge: Charge, model: str, price: ModelPrice, worst: Decimal, now: datetime) -> Reservation:
-    stop = (
-        KillSwitch._base_manager.filter(tenant_id=charge.tenant_id, active=True)
-        .filter(Q(agent__isnull=True) | Q(agent_id__in=charge.agent_ids))
-        .values_list("agent_id", "reason")
-        .first()
-    )
-    if stop is not None:
-        whose = "this agent" if stop[0] else "this team"
-        reason = f" ({stop[1]})" if stop[1] else ""
-        raise BudgetRefused(LLM_STOPPED, f"LLM calls of {whose} are stopped by an owner{reason}.")
-    budgets = list(
-        Budget._base_manager.select_for_update()
-        .filter(tenant_id=charge.tenant_id, enabled=True)
-        .filter(_applicable(charge))
-        .order_by("id")
-    )
-    if not budgets:
-        return Reservation(charge.tenant_id, None, (), Decimal(0))
+    from django.db import connection
+
     zone = tenant_zone(charge.tenant_id)
-    money: list[Budget] = []
-    for budget in budgets:
-        reset_at = roll(budget, now, zone)
-        if budget.calls_per_hour is not None and budget.window_calls + 1 > budget.calls_per_hour:
-            raise BudgetRefused(
-                RATE_EXCEEDED,
-                f"{_label(budget)} allows {budget.calls_per_hour} LLM calls an hour and they are used up; "
-                f"more are allowed from {(budget.window_start or now) + timedelta(hours=1):%H:%M} UTC.",
-                budget_id=budget.pk,
-                reset_at=(budget.window_start or now) + timedelta(hours=1),
-            )
-        if budget.limit is None:
-            continue
-        if not getattr(price, "known", True) and not settings.CLAW_BUDGET_ALLOW_UNPRICED:
-            raise BudgetRefused(
-                UNPRICED_MODEL,
-                f"The model {model} has no price, and {_label(budget)} limits spend in money: "
-                "set the model profile's prices (0 for a free model) to use it.",
-                budget_id=budget.pk,
-            )
-        if budget.hard_limit and budget.spent + budget.reserved + worst > budget.limit:
-            raise BudgetRefused(
-                BUDGET_EXCEEDED,
-                f"{_label(budget)} of ${budget.limit:.2f} is used up "
-                f"(${budget.spent:.2f} spent, ${budget.reserved:.2f} held by calls in flight, "
-                f"this call could cost up to ${worst:.4f}); {_when(reset_at, zone)}.",
-                budget_id=budget.pk,
-                reset_at=reset_at,
-            )
-        money.append(budget)
-    for budget in budgets:
-        budget.window_calls += 1
-    for budget in money:
-        budget.reserved += worst
-    Budget._base_manager.bulk_update(
-        budgets, ["period_start", "spent", "reserved", "window_start", "window_calls"]
-    )
-    if not money:
+    starts = {p: period_bounds(p, now, zone)[0] for p in ("day", "week", "month")}
+    params = {
+        "tenant": charge.tenant_id,
+        "agents": list(charge.agent_ids),
+        "user": charge.user_id,
+        "key": charge.api_key_id,
+        "routine": charge.routine_id,
+        "run": charge.run_id[:64],
+        "model": model[:200],
+        "worst": worst,
+        "hour": hour_start(now),
+        "unpriced": not getattr(price, "known", True) and not settings.CLAW_BUDGET_ALLOW_UNPRICED,
+        "expires": now + timedelta(seconds=settings.CLAW_BUDGET_RESERVATION_SECONDS),
+        "async_commit": _async_commit(),
+        **starts,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_RESERVE_SQL, params)
+        row = cursor.fetchone()
+    stop, refusals, reservation_id, budget_ids, _ = row if row else (None, None, None, None, None)
+    if stop is not None:
+        agent_id, reason = cast(list[Any], _json(stop))
+        whose = "this agent" if agent_id else "this team"
+        why = f" ({reason})" if reason else ""
+        raise BudgetRefused(LLM_STOPPED, f"LLM calls of {whose} are stopped by an owner{why}.")
+    if refusals is not None:
+        raise _refusal(cast(list[list[Any]], _json(refusals))[0], model, worst, now, zone)
+    if reservation_id is None:
         return Reservation(charge.tenant_id, None, (), Decimal(0))
-    ids = tuple(b.pk for b in money)
-    row = BudgetReservation._base_manager.create(
-        tenant_id=charge.tenant_id,
-        budget_ids=list(ids),
-        amount=worst,
-        user_id=charge.user_id,
-        run_id=charge.run_id,
-        model=model[:200],
-        expires_at=now + timedelta(seconds=settings.CLAW_BUDGET_RESERVATION_SECONDS),
+    ids = tuple(int(i) for i in cast(list[Any], _json(budget_ids)))
+    return Reservation(charge.tenant_id, reservation_id, ids, worst)
+
+
+def _refusal(row: list[Any], model: str, worst: Decimal, now: datetime, zone: str) -> BudgetRefused:
+    budget_id, kind, name, scope, period, limit, spent, reserved, calls_per_hour = row
+    budget = Budget(pk=budget_id, name=name, scope=scope, period=period)
+    if kind == "rate":
+        reset = hour_start(now) + timedelta(hours=1)
+        return BudgetRefused(
+            RATE_EXCEEDED,
+            f"{_label(budget)} allows {calls_per_hour} LLM calls an hour and they are used up; "
+            f"more are allowed from {reset:%H:%M} UTC.",
+            budget_id=budget_id,
+            reset_at=reset,
+        )
+    if kind == "unpriced":
+        return BudgetRefused(
+            UNPRICED_MODEL,
+            f"The model {model} has no price, and {_label(budget)} limits spend in money: "
+            "set the model profile's prices (0 for a free model) to use it.",
+            budget_id=budget_id,
+        )
+    reset_at = period_bounds(period, now, zone)[1]
+    return BudgetRefused(
+        BUDGET_EXCEEDED,
+        f"{_label(budget)} of ${Decimal(str(limit)):.2f} is used up "
+        f"(${Decimal(str(spent)):.2f} spent, ${Decimal(str(reserved)):.2f} held by calls in flight, "
+        f"this call could cost up to ${worst:.4f}); {_when(reset_at, zone)}.",
+        budget_id=budget_id,
+        reset_at=reset_at,
     )
-    return Reservation(charge.tenant_id, row.pk, ids, worst)
 
 
 def _label(budget: Budget) -> str:
@@ -265,15 +301,33 @@ def _label(budget: Budget) -> str:
     return (name + period)[:1].upper() + (name + period)[1:]
 
 
+# The settlement in ONE statement: the reservation's row deleted, every budget it
+# held moved from reserved to spent, and an alert row for each threshold now reached
+# (the unique (budget, period, threshold) constraint makes each alert once per
+# period, whoever settles concurrently). A reservation already expired (charged at
+# its worst case) matches nothing and changes nothing.
 _SETTLE_SQL = """
 WITH gone AS (
     DELETE FROM budgets_budgetreservation WHERE id = %(id)s RETURNING amount
+), moved AS (
+    UPDATE budgets_budget AS b
+    SET reserved = GREATEST(b.reserved - gone.amount, 0), spent = b.spent + %(cost)s
+    FROM gone
+    WHERE b.id = ANY(%(ids)s)
+        AND (NOT %(async_commit)s OR set_config('synchronous_commit', 'off', true) IS NOT NULL)
+    RETURNING b.id, b.tenant_id, b.spent, b."limit", b.thresholds, b.period_start
 )
-UPDATE budgets_budget AS b
-SET reserved = GREATEST(b.reserved - gone.amount, 0), spent = b.spent + %(cost)s
-FROM gone
-WHERE b.id = ANY(%(ids)s)
-RETURNING b.id, b.spent, b."limit", b.thresholds, b.period_start
+INSERT INTO budgets_budgetalert
+    (tenant_id, budget_id, period_start, threshold, spent, "limit", webhook_status, created_at)
+SELECT m.tenant_id, m.id, m.period_start, t.value::int, m.spent, m."limit", '', now()
+FROM moved m
+CROSS JOIN LATERAL jsonb_array_elements(
+    CASE WHEN jsonb_typeof(m.thresholds) = 'array' THEN m.thresholds ELSE '[]'::jsonb END
+) AS t(value)
+WHERE m."limit" > 0 AND jsonb_typeof(t.value) = 'number' AND m.spent * 100 / m."limit" >= t.value::numeric
+ORDER BY m.id, t.value::numeric
+ON CONFLICT DO NOTHING
+RETURNING id
 """
 
 _ALERT_SQL = """
@@ -286,30 +340,25 @@ RETURNING id
 
 
 def settle(reservation: Reservation, cost: Decimal, *, now: datetime | None = None) -> list[int]:
-    """Replace the reservation by the call's real ``cost``; the ids of new alerts.
-
-    One statement: the reservation's row is deleted and every budget it held moved
-    from reserved to spent (row locks taken by the UPDATE); a reservation already
-    expired (charged at its worst case) changes nothing."""
+    """Replace the reservation by the call's real ``cost``; the ids of new alerts
+    (delivered once the statement commits)."""
     if reservation.pk is None:
         return []
     from django.db import connection
 
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _SETTLE_SQL, {"id": reservation.pk, "cost": cost, "ids": list(reservation.budget_ids)}
-            )
-            rows = cursor.fetchall()
-        alerts: list[int] = []
-        for budget_id, spent, limit, thresholds, period_start in rows:
-            alerts.extend(
-                _insert_alerts(reservation.tenant_id, budget_id, spent, limit, thresholds, period_start)
-            )
-        if alerts:
-            from agents.budgets.alerts import deliver_alerts
+    params: dict[str, Any] = {
+        "id": reservation.pk,
+        "cost": cost,
+        "ids": list(reservation.budget_ids),
+        "async_commit": _async_commit(),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_SETTLE_SQL, params)
+        alerts = [row[0] for row in cursor.fetchall()]
+    if alerts:
+        from agents.budgets.alerts import deliver_alerts
 
-            transaction.on_commit(lambda: deliver_alerts(alerts))
+        transaction.on_commit(lambda: deliver_alerts(alerts))
     return alerts
 
 

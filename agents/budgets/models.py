@@ -203,6 +203,8 @@ class BudgetAlert(TenantOwned):
     limit = models.DecimalField(max_digits=16, decimal_places=6)
     webhook_status = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The owners' banner shows the alert until its period resets or someone dismisses it.
+    dismissed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -257,3 +259,62 @@ class SpendSettings(TenantOwned):
 
     def __str__(self) -> str:
         return f"Spend settings ({self.timezone})"
+
+
+class UsageDay(TenantOwned):
+    """The daily rollup of usage records (O2): one row per tenant, day (in the
+    tenant's time zone when the call was recorded), agent, user, model, API key and
+    routine, with the calls, tokens and cost summed.
+
+    Kept by a statement trigger on ``agents_usagerecord`` (migration 0002), so every
+    way a usage row is written -- the ORM, the step's raw insert -- adds to it in the
+    same transaction; the reports read it instead of scanning the raw rows. The ids
+    are plain numbers (no foreign keys): an agent or key deleted later leaves its
+    history, reported by its number."""
+
+    MEMBER_OWNER = "user_id"
+
+    day = models.DateField()
+    agent_id = models.BigIntegerField(null=True)
+    user_id = models.BigIntegerField(null=True)
+    model = models.CharField(max_length=200)
+    api_key_id = models.BigIntegerField(null=True)
+    routine_id = models.BigIntegerField(null=True)
+    calls = models.BigIntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=20, decimal_places=6, default=Decimal(0))
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "day", "agent_id", "user_id", "model", "api_key_id", "routine_id"],
+                name="usage_day_one_row_per_key",
+                nulls_distinct=False,
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.model} {self.calls} calls"
+
+
+class RunawayPause(TenantOwned):
+    """A routine paused because it ran away (``agents.budgets.runaway``): it kept
+    producing the same output, or its cost per hour jumped past a multiple of its
+    usual. Shown to owners in the banner until dismissed or the routine resumes."""
+
+    MEMBER_OWNER = "routine__user"
+
+    routine = models.ForeignKey("agents.Routine", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=16)  # "repeats" or "cost"
+    reason = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+    dismissed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.routine} paused: {self.reason}"

@@ -79,3 +79,23 @@ def charge_for_run(
             merged = merged.with_agent(a)
         return merged
     return base
+
+
+_ORIGIN_SQL = """
+SELECT r.api_key_id, (SELECT rr.routine_id FROM agents_routinerun rr WHERE rr.run_id = r.id LIMIT 1)
+FROM agents_run r WHERE r.id = %s
+"""
+
+
+def run_origin(run_id: object) -> tuple[int | None, int | None]:
+    """The API key that started run ``run_id`` and the routine that fired it (O1):
+    one statement, when the run starts."""
+    from django.db import connection
+
+    run = _int(run_id)
+    if run is None:
+        return None, None
+    with connection.cursor() as cursor:
+        cursor.execute(_ORIGIN_SQL, [run])
+        row = cursor.fetchone()
+    return (row[0], row[1]) if row else (None, None)

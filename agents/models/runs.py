@@ -41,6 +41,11 @@ class Run(TenantOwned):
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # The API key whose request started the run (O1: its usage is charged and reported
+    # to the key); empty for the chat, chat platforms and routines.
+    api_key = models.ForeignKey(
+        "api.ApiKey", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
     # The model the run used and why (E22): session (/model), rule (its name) or default.
     # A database default too: the message batch inserts runs with raw SQL.

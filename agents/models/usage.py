@@ -32,6 +32,15 @@ class UsageRecord(TenantOwned):
     parent_run = models.ForeignKey(
         "agents.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )
+    # O1: the run the call was made in (a sub-agent's: its parent's run), the API key
+    # that started it, and the routine that fired it.
+    run = models.ForeignKey("agents.Run", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    api_key = models.ForeignKey(
+        "api.ApiKey", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    routine = models.ForeignKey(
+        "agents.Routine", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     provider = models.CharField(max_length=100)
     model = models.CharField(max_length=200)
     purpose = models.CharField(max_length=16, choices=UsagePurpose.choices, default=UsagePurpose.AGENT_LOOP)

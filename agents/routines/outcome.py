@@ -23,6 +23,7 @@ from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F, Sum
 
 from agents.actions.runs import do_cancel_run
+from agents.budgets.runaway import check_runaway
 from agents.models import (
     FINISHED_RUN_STATUSES,
     FireState,
@@ -131,6 +132,7 @@ def finish_routine_run(
         row.cost = total or Decimal(0)
     row.save(update_fields=["status", "output", "reason", "finished_at", "cost"])
     after_outcome(row, now)
+    check_runaway(row, now)  # the budgets' runaway check: may pause the routine
 
 
 def after_outcome(row: RoutineRun, now: datetime) -> None:

@@ -24,7 +24,7 @@ from agents.actions.conversation import (
     do_switch_thread,
     do_undo,
 )
-from agents.budgets.scope import charge_for_run, charging
+from agents.budgets.scope import charge_for_run, charging, run_origin
 from agents.engine.commands import SlashCommand, parse_slash_command
 from agents.engine.compaction import CompactionSettings
 from agents.engine.history import PruneSettings
@@ -309,8 +309,21 @@ async def _drive_turn(
         on_ready()
     # Every LLM call of this run (titles, compaction, sub-agents too) is charged to
     # its tenant, user and agent budgets (agents.budgets).
+    api_key_id, routine_id = await db_async(run_origin)(run_id) if run_id else (None, None)
     charge = charge_for_run(
-        tenant_id=session.tenant_id, user_id=session.user_id, agent_id=agent.agent_id, run_id=run_id
+        tenant_id=session.tenant_id,
+        user_id=session.user_id,
+        agent_id=agent.agent_id,
+        run_id=run_id,
+        api_key_id=api_key_id,
+        routine_id=routine_id,
+    )
+    # O1: every usage row of the run names it, its API key and its routine.
+    store.binding = dataclasses.replace(
+        store.binding,
+        run_id=int(run_id) if run_id.isdigit() else None,
+        api_key_id=api_key_id,
+        routine_id=routine_id,
     )
     try:
         with charging(charge):

@@ -117,6 +117,9 @@ def open_consultation(checked: DelegationTarget, task: str, parent_run_id: int |
         )
         turn = do_start_turn(child, task)
     child.user = session.user
+    from agents.budgets.scope import current_charge
+
+    charge = current_charge()  # the consulting run's: its key and routine (O1)
     binding = TurnBinding(
         session.tenant_id,
         child.pk,
@@ -125,5 +128,8 @@ def open_consultation(checked: DelegationTarget, task: str, parent_run_id: int |
         checked.target.pk,
         session.user_id,
         parent_run_id,
+        run_id=parent_run_id,
+        api_key_id=charge.api_key_id if charge else None,
+        routine_id=charge.routine_id if charge else None,
     )
     return child, DjangoRunStore(binding)

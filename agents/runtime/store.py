@@ -39,6 +39,11 @@ class TurnBinding:
     user_id: int | None
     # A sub-agent's or consulted agent's store: the run its usage counts against.
     parent_run_id: int | None = None
+    # O1: what each usage row is linked to -- the run (a sub-agent's: its parent's),
+    # the API key that started it, the routine that fired it.
+    run_id: int | None = None
+    api_key_id: int | None = None
+    routine_id: int | None = None
 
 
 # Data-modifying CTEs run in one snapshot and commit together. Messages are numbered
@@ -54,10 +59,11 @@ WITH t AS (
            'active', now()
     FROM t, jsonb_array_elements(%(messages)s) WITH ORDINALITY AS m(msg, ord)
 ), usage AS (
-    INSERT INTO agents_usagerecord (tenant_id, agent_id, user_id, session_id, turn_id, parent_run_id, provider,
-        model, purpose, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, cost, latency_ms,
-        stop_reason, error, counted, created_at)
-    SELECT %(tenant)s, %(agent)s, %(user)s, %(session)s, %(turn)s, %(parent_run)s, u.provider, u.model, u.purpose,
+    INSERT INTO agents_usagerecord (tenant_id, agent_id, user_id, session_id, turn_id, parent_run_id, run_id,
+        api_key_id, routine_id, provider, model, purpose, input_tokens, output_tokens, cache_read_tokens,
+        cache_write_tokens, cost, latency_ms, stop_reason, error, counted, created_at)
+    SELECT %(tenant)s, %(agent)s, %(user)s, %(session)s, %(turn)s, %(parent_run)s, %(run)s, %(api_key)s,
+        %(routine)s, u.provider, u.model, u.purpose,
         u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.cost, u.latency_ms,
         u.stop_reason, u.error, false, now()
     FROM jsonb_to_recordset(%(usage)s) AS u(provider text, model text, purpose text, input_tokens int,
@@ -185,6 +191,9 @@ class DjangoRunStore:
             "agent": b.agent_id,
             "user": b.user_id,
             "parent_run": b.parent_run_id,
+            "run": b.run_id,
+            "api_key": b.api_key_id,
+            "routine": b.routine_id,
             "n": len(step.messages),
             "messages": Jsonb([m.to_dict() for m in step.messages]),
             "usage": Jsonb([_usage_row(r) for r in step.usage]),
@@ -213,6 +222,9 @@ class DjangoRunStore:
                     session_id=b.session_id,
                     turn_id=b.turn_id,
                     parent_run_id=b.parent_run_id,
+                    run_id=b.run_id,
+                    api_key_id=b.api_key_id,
+                    routine_id=b.routine_id,
                     provider=r.provider[:100],
                     model=r.model[:200],
                     purpose=r.purpose,
@@ -313,5 +325,16 @@ class DjangoChildSessions:
         )
         turn = do_start_turn(child, title)
         return DjangoRunStore(
-            TurnBinding(p.tenant_id, child.pk, turn.thread_id, turn.pk, p.agent_id, p.user_id, parent_run_id)
+            TurnBinding(
+                p.tenant_id,
+                child.pk,
+                turn.thread_id,
+                turn.pk,
+                p.agent_id,
+                p.user_id,
+                parent_run_id,
+                run_id=p.run_id or parent_run_id,
+                api_key_id=p.api_key_id,
+                routine_id=p.routine_id,
+            )
         )

@@ -51,7 +51,8 @@ def setup_django(tmp: Path) -> Any:
 
         db = start_embedded_database(tmp / "pgdata", database="claw_bench")
         os.environ["DATABASE_URL"] = db.url
-        os.environ["DATABASE_OWNER_URL"] = db.owner_url
+        # Migrations run as the owner role; the product's own role creates no table.
+        os.environ.setdefault("DATABASE_OWNER_URL", db.owner_url)
     import django
 
     django.setup()

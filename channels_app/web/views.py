@@ -21,6 +21,7 @@ from agents.engine.commands import COMMANDS
 from agents.models import Agent, Session
 from channels_app.access import SessionNotFound, access_session, can_act
 from channels_app.transcript import session_summary, session_turns
+from channels_app.web.banners import banners_for
 from channels_app.web.security import chat_headers
 from claw_platform.tenancy.context import tenant_context
 from claw_platform.tenancy.lookup import active_membership
@@ -89,6 +90,7 @@ def _page_context(request: HttpRequest, session: Session | None, acting: bool) -
         "current": session,
         "can_create": can_act(request.membership),  # type: ignore[attr-defined]
         "chat_data": data,
+        "owner_banners": banners_for(request),
     }
 
 

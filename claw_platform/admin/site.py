@@ -42,6 +42,14 @@ class ClawAdminSite(AdminSite):
         admin_class = with_secret_fields_hidden(admin_class or ModelAdmin)
         super().register(model_or_iterable, admin_class, **options)
 
+    def each_context(self, request: HttpRequest) -> dict[str, Any]:
+        from channels_app.web.banners import banners_for
+
+        context = super().each_context(request)
+        # Budget thresholds crossed and runaway routines paused (agents.budgets).
+        context["owner_banners"] = banners_for(request)
+        return context
+
     def login(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         # A lock-out is answered 429 with Retry-After (claw_platform.signin).
         return answer_lockout(request, super().login(request, extra_context))  # type: ignore[no-any-return]

@@ -180,6 +180,8 @@ ROUTES: dict[str, Route] = {
     "chat:connect_account": Scoped("accounttarget", auth="login"),
     # Removing one's own token stays open to a viewer (tenant B and other members: that test).
     "chat:disconnect_account": Checked("test_the_connected_accounts_page_never_shows_a_token"),
+    "usage_report": Collection(auth="login"),
+    "dismiss_banner": Checked("test_a_banner_is_dismissed_only_by_its_tenants_owners"),
     "chat:login": Public("the sign-in form"),
     "chat:logout": Public("signs the caller out"),
     # -- the admin (its model pages: see ADMIN_MODEL_ROUTE)

@@ -242,7 +242,12 @@ def _start(principal: Principal, chat: ChatRequest, session_key: str) -> _Starte
             api_key = principal.api_key
             refuse_if_over_budget_openai(session_charge(session, api_key_id=api_key.pk if api_key else None))
         with transaction.atomic():
-            run = do_send_message(session, chat.text, acting_user=principal.acting_user)
+            run = do_send_message(
+                session,
+                chat.text,
+                acting_user=principal.acting_user,
+                api_key_id=principal.api_key.pk if principal.api_key else None,
+            )
         if run is None:
             return _Started(None, session.pk, agent.slug, command_text="Nothing is running.")
         if command is not None:

@@ -77,6 +77,8 @@ class UsageRowSerializer(serializers.Serializer):
     user = serializers.CharField(allow_null=True, required=False)
     model = serializers.CharField(allow_null=True, required=False)
     day = serializers.DateField(allow_null=True, required=False)
+    key = serializers.CharField(allow_null=True, required=False, help_text="The API key's name and prefix.")
+    routine = serializers.CharField(allow_null=True, required=False)
     calls = serializers.IntegerField()
     input_tokens = serializers.IntegerField()
     output_tokens = serializers.IntegerField()

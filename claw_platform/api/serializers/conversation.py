@@ -100,6 +100,7 @@ class RunSerializer(serializers.ModelSerializer):
             "status",
             "model_name",
             "model_route",
+            "api_key",
             "attempt",
             "cancel_requested",
             "event_seq",

@@ -284,6 +284,7 @@ class SessionViewSet(
                 text,
                 acting_user=self.principal.acting_user,
                 require_enabled=True,
+                api_key_id=self.principal.api_key.pk if self.principal.api_key else None,
             )
         except Session.DoesNotExist:
             raise Http404(NO_SESSION) from None

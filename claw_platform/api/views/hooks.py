@@ -204,7 +204,12 @@ class HookView(TenantAPIView):
             )
         key = self.principal.api_key
         refuse_if_over_budget_api(session_charge(session, api_key_id=key.pk if key else None))
-        run = do_send_message(session, data["message"], acting_user=self.principal.acting_user)
+        run = do_send_message(
+            session,
+            data["message"],
+            acting_user=self.principal.acting_user,
+            api_key_id=key.pk if key else None,
+        )
         if run is None:
             raise ApiError(409, "nothing_running", "Nothing is running.")
         return Run.objects.select_related("turn").get(pk=run.pk)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import django_filters
-from django.db.models import Count, F, Sum
-from django.db.models.functions import TruncDate
 from django.http import StreamingHttpResponse
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -15,38 +14,39 @@ from rest_framework import mixins, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from agents.models import UsageRecord
+from agents.budgets.guard import tenant_zone
+from agents.budgets.usage_report import DIMENSIONS, csv_lines, parse_groups, usage_rows
+from agents.budgets.usage_report import UsageQuery as ReportQuery
+from agents.models import Agent
 from claw_platform.api.serializers.access import AuditEventSerializer, UsageRowSerializer
 from claw_platform.api.views.base import TenantAPIView, TenantViewSet
 from claw_platform.audit.export import FORMATS, export_rows, render
 from claw_platform.audit.models import AuditEvent
 
-GROUPS = {
-    "agent": F("agent__slug"),
-    "user": F("user__username"),
-    "model": F("model"),
-    "day": TruncDate("created_at"),
-}
 MAX_PERIOD_DAYS = 400
 
 
 class UsageQuery(serializers.Serializer):
     group_by = serializers.CharField(
-        required=False, default="agent", help_text="Comma-separated: agent, user, model, day."
+        required=False,
+        default="agent",
+        help_text="Comma-separated: " + ", ".join(DIMENSIONS) + ".",
     )
     since = serializers.DateField(required=False, help_text="First day (default: 30 days ago).")
     until = serializers.DateField(required=False, help_text="Last day, included (default: today).")
     agent = serializers.SlugField(required=False, help_text="Only this agent (slug).")
+    format = serializers.ChoiceField(
+        choices=["json", "csv"], required=False, default="json", help_text="csv: a streamed CSV file."
+    )
 
     def validate_group_by(self, value: str) -> list[str]:
-        groups = [g.strip() for g in value.split(",") if g.strip()]
-        unknown = [g for g in groups if g not in GROUPS]
-        if unknown or not groups:
-            raise serializers.ValidationError("Use one or more of agent, user, model, day.")
-        return list(dict.fromkeys(groups))
+        try:
+            return parse_groups(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        today = timezone.localdate()
+        today = self.context["today"]
         attrs.setdefault("until", today)
         attrs.setdefault("since", attrs["until"] - timedelta(days=29))
         if attrs["since"] > attrs["until"]:
@@ -69,59 +69,55 @@ UsageResponse = inline_serializer(
 )
 
 
-class UsageView(TenantAPIView):
-    """Tokens, cost and LLM calls of the tenant, grouped (a member: their own calls)."""
+def tenant_today(tenant_id: int) -> date:
+    """Today in the tenant's time zone (its reports' days)."""
+    return timezone.now().astimezone(ZoneInfo(tenant_zone(tenant_id))).date()
 
-    @extend_schema(parameters=[UsageQuery], responses=UsageResponse)
-    def get(self, request: Request) -> Response:
-        query = UsageQuery(data=request.query_params)
+
+class UsageView(TenantAPIView):
+    """Tokens, cost and LLM calls of the tenant, grouped, from the daily rollup; days
+    are the tenant's (its time zone). A member: their own calls. ``?format=csv``:
+    the same rows as a CSV file."""
+
+    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:
+        # ``format`` names the report's format here, not DRF's renderer override;
+        # errors are still the API's JSON.
+        renderer = self.get_renderers()[0]
+        return renderer, renderer.media_type
+
+    @extend_schema(
+        parameters=[UsageQuery], responses={(200, "application/json"): UsageResponse, (200, "text/csv"): str}
+    )
+    def get(self, request: Request) -> Response | StreamingHttpResponse:
+        tenant_id = self.principal.tenant_id
+        query = UsageQuery(data=request.query_params, context={"today": tenant_today(tenant_id)})
         query.is_valid(raise_exception=True)
         q = query.validated_data
-        tz = timezone.get_current_timezone()
-        start = timezone.make_aware(datetime.combine(q["since"], time.min), tz)
-        end = timezone.make_aware(datetime.combine(q["until"] + timedelta(days=1), time.min), tz)
-        records = UsageRecord.objects.visible_to(self.principal.caller).filter(
-            created_at__gte=start, created_at__lt=end
-        )
+        agent_id = None
         if q.get("agent"):
-            records = records.filter(agent__slug=q["agent"])
-        groups: list[str] = q["group_by"]
-        rows = (
-            records.annotate(**{f"g_{g}": GROUPS[g] for g in groups})
-            .values(*[f"g_{g}" for g in groups])
-            .annotate(
-                calls=Count("id"),
-                input_tokens=Sum("input_tokens"),
-                output_tokens=Sum("output_tokens"),
-                cache_read_tokens=Sum("cache_read_tokens"),
-                cache_write_tokens=Sum("cache_write_tokens"),
-                cost=Sum("cost"),
+            agent_id = (
+                Agent.objects.unscoped()
+                .filter(tenant_id=tenant_id, slug=q["agent"])
+                .values_list("pk", flat=True)
+                .first()
             )
-            .order_by(*[f"g_{g}" for g in groups])[:10_000]
+            if agent_id is None:
+                raise serializers.ValidationError({"agent": ["No such agent in this tenant."]})
+        groups: list[str] = q["group_by"]
+        rows = usage_rows(
+            self.principal.caller, ReportQuery(q["since"], q["until"], tuple(groups), agent_id=agent_id)
         )
-        results = [
-            {
-                **{g: row[f"g_{g}"] for g in groups},
-                **{
-                    k: row[k]
-                    for k in (
-                        "calls",
-                        "input_tokens",
-                        "output_tokens",
-                        "cache_read_tokens",
-                        "cache_write_tokens",
-                        "cost",
-                    )
-                },
-            }
-            for row in rows
-        ]
+        if q["format"] == "csv":
+            response = StreamingHttpResponse(csv_lines(groups, rows), content_type="text/csv; charset=utf-8")
+            name = f"usage-{'-'.join(groups)}-{q['since']:%Y%m%d}-{q['until']:%Y%m%d}.csv"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+            return response
         return Response(
             {
                 "since": q["since"],
                 "until": q["until"],
                 "group_by": groups,
-                "results": UsageRowSerializer(results, many=True).data,
+                "results": UsageRowSerializer(rows, many=True).data,
             }
         )
 
