@@ -267,7 +267,9 @@ def main() -> None:
     try:
         os.environ.update(
             {
-                "DATABASE_URL": database.url,
+                # The owner role: the benchmark drops and builds the HNSW index itself.
+                "DATABASE_URL": database.owner_url,
+                "DATABASE_OWNER_URL": database.owner_url,
                 "CLAW_VAR_DIR": str(work / "var"),
                 "DJANGO_SETTINGS_MODULE": "claw_platform.settings",
                 "LOG_LEVEL": "WARNING",
