@@ -80,3 +80,12 @@ def ensure_schedules() -> None:
             "repeats": -1,
         },
     )
+    Schedule.objects.update_or_create(
+        name="claw.memory_reflector",
+        defaults={
+            "func": "agents.memory.reflector.reflect_idle_sessions_task",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 10,
+            "repeats": -1,
+        },
+    )
