@@ -28,11 +28,10 @@ SHOWN = 500
 
 def _mine(request: HttpRequest) -> QuerySet[MemoryEntry]:
     tenant = request.tenant  # type: ignore[attr-defined]
-    if tenant is None:
+    user_id = request.user.pk
+    if tenant is None or user_id is None:
         return MemoryEntry._base_manager.none()
-    return MemoryEntry._base_manager.filter(
-        tenant_id=tenant.pk, scope=MemoryScope.USER, user_id=request.user.pk
-    )
+    return MemoryEntry._base_manager.filter(tenant_id=tenant.pk, scope=MemoryScope.USER, user_id=user_id)
 
 
 def _owner(request: HttpRequest) -> MemoryOwner:
@@ -83,7 +82,9 @@ def forget_everything(request: HttpRequest) -> HttpResponseRedirect:
         return redirect("chat:memories")
     with tenant_context(tenant.pk), transaction.atomic():
         memories, _ = _mine(request).delete()
-        files, _ = AgentFile._base_manager.filter(tenant_id=tenant.pk, user_id=request.user.pk).delete()
+        files, _ = AgentFile._base_manager.filter(
+            tenant_id=tenant.pk, user_id=int(request.user.pk or 0)
+        ).delete()
         record_audit_event(
             action="memory.forget_me",
             actor=request.user,
