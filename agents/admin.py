@@ -77,6 +77,9 @@ class ModelProfileAdmin(TenantScopedAdmin):
         "__str__",
         "provider",
         "model",
+        "kind",
+        "dimension",
+        "use_for_memory",
         "context_window",
         "input_price",
         "output_price",
@@ -84,7 +87,7 @@ class ModelProfileAdmin(TenantScopedAdmin):
         "supports_vision",
         "supports_thinking",
     ]
-    list_filter = ["provider", "supports_tools", "supports_vision"]
+    list_filter = ["provider", "kind", "supports_tools", "supports_vision"]
     search_fields = ["model", "label"]
     autocomplete_fields = ["provider"]
 

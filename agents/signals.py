@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
@@ -50,6 +51,18 @@ def _model_changed(sender: Any, instance: ModelProfile, **kwargs: Any) -> None:
             Q(model_id=instance.pk) | Q(cheap_model_id=instance.pk) | Q(routing_rules__model_id=instance.pk)
         ).distinct()
     )
+
+
+@receiver(post_save, sender=ModelProfile)
+@receiver(post_delete, sender=ModelProfile)
+@receiver(post_save, sender=LLMProvider)
+def _memory_embedder_may_have_changed(sender: Any, instance: Any, **kwargs: Any) -> None:
+    # A tenant's memory embedder is its embedding profile marked use_for_memory (P7):
+    # when that changes, its memories are re-embedded in the background.
+    from agents.memory.embedding import sync_memory_embedder
+
+    tenant_id = instance.tenant_id
+    transaction.on_commit(lambda: sync_memory_embedder(tenant_id))
 
 
 @receiver(post_save, sender=LLMProvider)

@@ -137,6 +137,13 @@ CLAW_MEMORY_RRF_FLOOR = config.env_fraction("CLAW_MEMORY_RRF_FLOOR", 0.45)
 CLAW_MEMORY_RECALL_LIMIT = config.env_int("CLAW_MEMORY_RECALL_LIMIT", 5, minimum=0)
 CLAW_MEMORY_RECALL_TOKENS = config.env_int("CLAW_MEMORY_RECALL_TOKENS", 1500, minimum=0)
 CLAW_MEMORY_EXACT_SCAN_ROWS = config.env_int("CLAW_MEMORY_EXACT_SCAN_ROWS", 20000, minimum=0)
+# Hygiene (M4, agents.memory.hygiene), daily: daily memories archived after 7 days,
+# archived ones purged 30 days later, conversation memories purged after 30 days.
+CLAW_MEMORY_ARCHIVE_DAYS = config.env_int("CLAW_MEMORY_ARCHIVE_DAYS", 7, minimum=1)
+CLAW_MEMORY_PURGE_DAYS = config.env_int("CLAW_MEMORY_PURGE_DAYS", 30, minimum=1)
+CLAW_MEMORY_CONVERSATION_DAYS = config.env_int("CLAW_MEMORY_CONVERSATION_DAYS", 30, minimum=1)
+# The reflector (C9, agents.memory.reflector) reads a chat this long after it went idle.
+CLAW_MEMORY_REFLECT_IDLE_MINUTES = config.env_int("CLAW_MEMORY_REFLECT_IDLE_MINUTES", 30, minimum=1)
 # Dotted path of the tools factory runs use (tests point it at test-only tools).
 CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtime.tools.registry_tools")
 # Tool extensions (tools_app): MCP stdio commands tenants may start (name -> command

@@ -41,6 +41,12 @@ def do_create_session(
     parent: Session | None = None,
     title: str = "",
 ) -> Session:
+    person = user if getattr(user, "pk", None) else None
+    if person is not None and parent is None:
+        from agents.actions.user_files import is_first_chat, seed_user_files
+
+        if is_first_chat(agent, person):
+            seed_user_files(agent, person)  # G3: once, on the user's first chat
     session = Session._base_manager.create(
         tenant_id=agent.tenant_id,
         agent=agent,

@@ -22,11 +22,16 @@ class EmbedderError(RuntimeError):
 
 
 class Embedder(Protocol):
-    #: Names the embedder and its model; stored on each vector it made.
-    key: str
-    dimension: int
-    #: The cosine similarity from which recall counts a vector match as a full one.
-    full_similarity: float
+    @property
+    def key(self) -> str:
+        """Names the embedder and its model; stored on each vector it made."""
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def full_similarity(self) -> float:
+        """The cosine similarity from which recall counts a vector match as a full one."""
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
@@ -78,8 +83,21 @@ def local_embedder() -> LocalEmbedder:
 
 
 def embedder_for_tenant(tenant_id: int) -> Embedder:
-    """The embedder a tenant's memories use (the local one)."""
-    return _local
+    """The embedder a tenant's memories use: its embedding model profile marked
+    ``use_for_memory`` (on an enabled provider), else the local one."""
+    from agents.memory.remote_embedder import RemoteEmbedder
+    from agents.models import ModelKind, ModelProfile
+
+    profile = (
+        ModelProfile._base_manager.filter(
+            tenant_id=tenant_id, kind=ModelKind.EMBEDDING, use_for_memory=True, provider__enabled=True
+        )
+        .select_related("provider")
+        .first()
+    )
+    if profile is None or not profile.dimension:
+        return _local
+    return RemoteEmbedder.from_profile(profile)
 
 
 def check_vectors(embedder: Embedder, vectors: Sequence[Sequence[float]], count: int) -> None:

@@ -105,6 +105,20 @@ def reembed_tenant(tenant_id: int) -> int:
     return count
 
 
+def sync_memory_embedder(tenant_id: int) -> int:
+    """Re-embed a tenant's memories when its embedder changed (a model profile marked
+    or unmarked ``use_for_memory``, its model, dimension or provider edited): any
+    vector made by another embedder is dropped and embedded anew in the background.
+    The count queued (0: nothing was stale)."""
+    key = embedder_for_tenant(tenant_id).key
+    stale = (
+        MemoryEntry._base_manager.filter(tenant_id=tenant_id, embedding__isnull=False)
+        .exclude(embedder=key)
+        .exists()
+    )
+    return reembed_tenant(tenant_id) if stale else 0
+
+
 def embed_pending_task() -> int:
     """The schedule's sweep: whatever is still without a vector."""
     return embed_memories(limit=5_000)

@@ -21,7 +21,7 @@ from agents.models.conversation import (
 )
 from agents.models.memory import MemoryCategory, MemoryEntry, MemoryScope
 from agents.models.memory_log import MemoryInjection
-from agents.models.providers import LLMProvider, ModelProfile, ProviderKind
+from agents.models.providers import LLMProvider, ModelKind, ModelProfile, ProviderKind
 from agents.models.revisions import AgentRevision
 from agents.models.routines import (
     ActionKind,
@@ -76,6 +76,7 @@ __all__ = [
     "Message",
     "MessageState",
     "MissedPolicy",
+    "ModelKind",
     "ModelProfile",
     "OverlapPolicy",
     "ProviderKind",

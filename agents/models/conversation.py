@@ -81,6 +81,12 @@ class Session(TenantOwned):
         help_text="Set when its member deletes the chat: hidden at once, removed for good "
         "once the undo window (CLAW_CHAT_UNDO_DELETE_SECONDS) has passed.",
     )
+    memory_reflected_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the memory reflector last read this chat (C9, agents.memory.reflector).",
+    )
 
     class Meta:
         ordering = ["-last_activity_at"]

@@ -89,10 +89,37 @@ def _price_field(help_text: str) -> models.DecimalField:
     )
 
 
+class ModelKind(models.TextChoices):
+    CHAT = "chat", "Chat"
+    EMBEDDING = "embedding", "Embedding"
+
+
+MAX_EMBEDDING_DIMENSION = 2_000  # pgvector's HNSW indexes vector up to 2,000 dimensions
+
+
 class ModelProfile(TenantOwned):
     provider = models.ForeignKey(LLMProvider, on_delete=models.PROTECT, related_name="models")
     model = models.CharField(max_length=200, help_text="The provider's model id, e.g. claude-sonnet-4-5")
     label = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(
+        max_length=16,
+        choices=ModelKind.choices,
+        default=ModelKind.CHAT,
+        db_default=ModelKind.CHAT,
+        help_text="Embedding: a model of the provider's OpenAI-compatible /embeddings (P7).",
+    )
+    dimension = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_EMBEDDING_DIMENSION)],
+        help_text="An embedding model's vector size, e.g. 1536 (checked on every answer).",
+    )
+    use_for_memory = models.BooleanField(
+        default=False,
+        db_default=False,
+        help_text="This embedding model embeds the tenant's memories instead of the local one; "
+        "changing it re-embeds every memory in the background.",
+    )
     context_window = models.PositiveIntegerField(
         default=200_000, validators=[MinValueValidator(1024), MaxValueValidator(10_000_000)]
     )
@@ -110,7 +137,12 @@ class ModelProfile(TenantOwned):
     class Meta:
         ordering = ["provider__name", "model"]
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "provider", "model"], name="modelprofile_unique_model")
+            models.UniqueConstraint(fields=["tenant", "provider", "model"], name="modelprofile_unique_model"),
+            models.UniqueConstraint(
+                fields=["tenant"],
+                condition=models.Q(use_for_memory=True),
+                name="modelprofile_one_memory_embedder",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -121,3 +153,12 @@ class ModelProfile(TenantOwned):
             raise ValidationError({"provider": "Provider belongs to another tenant."})
         if self.max_output_tokens and self.context_window and self.max_output_tokens >= self.context_window:
             raise ValidationError({"max_output_tokens": "Must be smaller than the context window."})
+        if self.kind == ModelKind.EMBEDDING:
+            if not self.dimension:
+                raise ValidationError({"dimension": "An embedding model needs its dimension."})
+            if self.provider_id and self.provider.kind != "openai_compatible":
+                raise ValidationError(
+                    {"provider": "Embeddings need an OpenAI-compatible provider (/embeddings)."}
+                )
+        elif self.use_for_memory:
+            raise ValidationError({"use_for_memory": "Only an embedding model can embed memories."})

@@ -18,6 +18,8 @@ class UsagePurpose(models.TextChoices):
     FLUSH = "flush", "Memory flush"
     SUB_AGENT = "sub_agent", "Sub-agent"
     DELEGATE = "delegate", "Consulted agent"
+    EMBEDDING = "embedding", "Embedding"
+    REFLECTION = "reflection", "Memory reflection"
 
 
 class UsageRecord(TenantOwned):

@@ -66,3 +66,30 @@ def ensure_schedules() -> None:
             "repeats": -1,
         },
     )
+    Schedule.objects.update_or_create(
+        # Memories without a vector (an embedder that was down, a lost task, a re-embed).
+        name="claw.embed_pending_memories",
+        defaults={
+            "func": "agents.memory.embedding.embed_pending_task",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+        },
+    )
+    Schedule.objects.update_or_create(
+        name="claw.memory_hygiene",
+        defaults={
+            "func": "agents.memory.hygiene.memory_hygiene_task",
+            "schedule_type": Schedule.DAILY,
+            "repeats": -1,
+        },
+    )
+    Schedule.objects.update_or_create(
+        name="claw.memory_reflector",
+        defaults={
+            "func": "agents.memory.reflector.reflect_idle_sessions_task",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 10,
+            "repeats": -1,
+        },
+    )

@@ -125,12 +125,15 @@ def scale(rows: int, tenants: int, queries: int) -> None:
     from django.db import connection
     from pgvector.psycopg import register_vector
 
-    from agents.memory.recall import RecallSettings, recall
-    from agents.memory.store import MemoryOwner
-
     rng = np.random.default_rng(25)
     dim, clusters = 256, 1000
-    made = [setup_tenant(f"bench-scale-{t}") for t in range(tenants)]
+    reused = reuse_scale(tenants)
+    if reused is not None:  # --pgdata of an earlier run: measure again, no reload
+        made = reused
+        centers = rng.standard_normal((clusters, dim)).astype(np.float32)
+        words = [f"w{i:05d}" for i in range(20_000)]
+        measure(made, centers, words, rng, queries, dim, clusters)
+        return
     tenant_ids = np.array([t.pk for t, _a, _u in made])
     agent_ids = np.array([a.pk for _t, a, _u in made])
     centers = rng.standard_normal((clusters, dim)).astype(np.float32)
@@ -208,6 +211,33 @@ def scale(rows: int, tenants: int, queries: int) -> None:
         cursor.execute("SELECT pg_size_pretty(pg_total_relation_size('agents_memoryentry'))")
         table = cursor.fetchone()[0]
     print(f"scale: HNSW index (m 16, ef_construction 64) built in {build:.1f} s, {size} (table {table})")
+    measure(made, centers, words, rng, queries, dim, clusters)
+
+
+def reuse_scale(tenants: int):  # type: ignore[no-untyped-def]
+    """The tenants of an earlier run in this data folder, or None."""
+    from django.contrib.auth import get_user_model
+
+    from agents.models import Agent
+    from claw_platform.tenancy.models import Tenant
+
+    found = []
+    for t in range(tenants):
+        tenant = Tenant.objects.filter(slug=f"bench-scale-{t}").first()
+        if tenant is None:
+            return None
+        agent = Agent._base_manager.get(tenant=tenant, slug="assistant")
+        found.append((tenant, agent, get_user_model().objects.get(username=f"bench-scale-{t}-user")))
+    print("scale: reusing the rows and index of an earlier run (--pgdata)")
+    return found
+
+
+def measure(made, centers, words, rng, queries, dim, clusters):  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from agents.memory.recall import RecallSettings, recall
+    from agents.memory.store import MemoryOwner
+
     tenant, agent, _user = made[0]
     owner = MemoryOwner(tenant_id=tenant.pk, agent_id=agent.pk, user_id=None)
     qvecs = centers[rng.integers(0, clusters, queries)] + 0.6 * rng.standard_normal((queries, dim)).astype(
@@ -215,6 +245,20 @@ def scale(rows: int, tenants: int, queries: int) -> None:
     )
     qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
     qtext = [f"{words[i]} {words[i + 1]}" for i in rng.integers(0, len(words) - 1, queries)]
+    from django.db import connection
+
+    trips = []
+    with connection.cursor() as cursor:
+        for _ in range(200):
+            t0 = time.perf_counter()
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+            trips.append((time.perf_counter() - t0) * 1000)
+    load = os.getloadavg()[0]
+    print(
+        f"scale: machine floor: SELECT 1 round trip p50 {percentile(trips, 0.5):.2f} ms / "
+        f"p95 {percentile(trips, 0.95):.2f} ms, load average {load:.1f} on {os.cpu_count()} cores"
+    )
     exact_cfg = RecallSettings(limit=10, exact_scan_rows=10**9, floor=0.0)
     truths = []
     for vec, text in zip(qvecs, qtext, strict=True):
@@ -258,6 +302,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--skip-scale", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--skip-quality", action="store_true")
     parser.add_argument("--pgdata", help="reuse this data folder (default: a new temporary one)")
     args = parser.parse_args()
     work = Path(args.pgdata or tempfile.mkdtemp(prefix="claw-bench-memory-"))
@@ -267,7 +312,9 @@ def main() -> None:
     try:
         os.environ.update(
             {
-                "DATABASE_URL": database.url,
+                # The owner role: the benchmark drops and builds the HNSW index itself.
+                "DATABASE_URL": database.owner_url,
+                "DATABASE_OWNER_URL": database.owner_url,
                 "CLAW_VAR_DIR": str(work / "var"),
                 "DJANGO_SETTINGS_MODULE": "claw_platform.settings",
                 "LOG_LEVEL": "WARNING",
@@ -284,7 +331,8 @@ def main() -> None:
         from claw_platform.tenancy.context import all_tenants
 
         with all_tenants():
-            quality()
+            if not args.skip_quality:
+                quality()
             if not args.skip_scale:
                 scale(args.rows, args.tenants, args.queries)
     finally:

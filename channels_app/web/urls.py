@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from channels_app.web import accounts, chats, views
+from channels_app.web import accounts, chats, memories, views
 from channels_app.web.security import chat_headers
 from claw_platform.signin.pages import ChatAuthenticationForm, throttled_sign_in
 
@@ -24,6 +24,9 @@ urlpatterns = [
     path("search.json", chats.search_chats, name="search"),
     path("new/", views.new_session, name="new"),
     path("team/", views.switch_tenant, name="switch_tenant"),
+    path("memories/", memories.memories_page, name="memories"),
+    path("memories/<int:pk>/forget/", memories.forget_memory, name="forget_memory"),
+    path("memories/forget-everything/", memories.forget_everything, name="forget_everything"),
     path("accounts/", accounts.accounts_page, name="accounts"),
     path("accounts/<str:kind>/<int:pk>/", accounts.connect_account, name="connect_account"),
     path("accounts/<str:kind>/<int:pk>/remove/", accounts.disconnect_account, name="disconnect_account"),

@@ -176,6 +176,12 @@ ROUTES: dict[str, Route] = {
     "chat:search": Collection(auth="login", query="?q=M1"),
     "chat:new": Checked("test_the_chat_pages_start_chats_only_with_the_callers_own_agents"),
     "chat:switch_tenant": Checked("test_the_chat_pages_start_chats_only_with_the_callers_own_agents"),
+    "chat:memories": Collection(auth="login"),
+    "chat:forget_memory": Scoped("memory", auth="login"),
+    # Forgetting everything about oneself stays open to a viewer; it touches only the caller's rows.
+    "chat:forget_everything": Checked(
+        "tests/memory/test_memory_page.py::test_forget_everything_erases_only_the_callers_memories_and_files"
+    ),
     "chat:accounts": Collection(auth="login"),
     "chat:connect_account": Scoped("accounttarget", auth="login"),
     # Removing one's own token stays open to a viewer (tenant B and other members: that test).

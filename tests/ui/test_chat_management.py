@@ -168,3 +168,34 @@ def test_the_header_counts_tokens_after_an_approval(
         "t => document.getElementById('usage').textContent.startsWith(t)", arg=expected, timeout=10_000
     )
     page.context.close()
+
+
+def test_what_i_remember_lists_and_forgets_my_memories(stack: Stack, browser: Any, live_agent: Any) -> None:
+    from agents.models import MemoryEntry
+
+    kept = MemoryEntry.objects.unscoped().create(
+        tenant=live_agent.tenant,
+        scope="user",
+        agent=live_agent.agent,
+        user=live_agent.member,
+        content="Takes the 7:40 train on Mondays",
+    )
+    MemoryEntry.objects.unscoped().create(
+        tenant=live_agent.tenant,
+        scope="user",
+        agent=live_agent.agent,
+        user=live_agent.admin,
+        content="The admin's own note",
+    )
+    page = signed_in_page(browser, stack, live_agent.member)
+    page.goto(f"{stack.url}/chat/")
+    page.click("#memories-link")
+    item = page.locator(f"#memory-{kept.pk}")
+    item.wait_for()
+    assert "7:40 train" in item.inner_text()
+    assert "admin's own note" not in page.content()
+    item.get_by_role("button", name="Forget this memory").click()
+    page.wait_for_selector(".flash")
+    assert page.locator(f"#memory-{kept.pk}").count() == 0
+    assert not MemoryEntry.objects.unscoped().filter(pk=kept.pk).exists()
+    page.context.close()
