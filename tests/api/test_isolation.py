@@ -581,6 +581,7 @@ MISSING = {
     "routine": {"pk": "999999999"},
     "memory": {"pk": "999999999"},
     "memoryinjection": {"pk": "999999999"},
+    "attachment": {"session_id": "6f1c2d1e-0000-4000-8000-000000000000", "attachment_id": "999999999"},
 }
 
 
