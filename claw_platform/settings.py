@@ -253,6 +253,8 @@ CLAW_PAIR_LOCKOUT_SECONDS = config.env_int("CLAW_PAIR_LOCKOUT_SECONDS", 900, min
 CLAW_API_WAIT_SECONDS = config.env_int("CLAW_API_WAIT_SECONDS", 300, minimum=1)
 CLAW_SSE_MAX_SECONDS = config.env_int("CLAW_SSE_MAX_SECONDS", 3600, minimum=1)
 CLAW_API_MAX_BODY_BYTES = config.env_int("CLAW_API_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+# /v1/chat/completions with image parts (E23) may be this large (still counted as read).
+CLAW_API_IMAGE_MAX_BODY_BYTES = config.env_int("CLAW_API_IMAGE_MAX_BODY_BYTES", 16 * 1_048_576, minimum=1024)
 # Chat-platform channels (channels_app/adapters): where each platform's API lives.
 # Operator settings, never a tenant's (a bot token travels in the URL); tests and
 # self-hosted gateways point them elsewhere.

@@ -50,6 +50,7 @@ _IMAGE_SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
     (b"GIF89a", 0, "image/gif"),
     (b"WEBP", 8, "image/webp"),
 )
+_SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 
 
@@ -208,3 +209,23 @@ def images_by_turn(turn_ids: Iterable[int], tenant_id: int) -> dict[int, list[Im
             ImagePart(media_type, base64.b64encode(bytes(data)).decode("ascii"))
         )
     return out
+
+
+def do_attach_images(run: Any, images: Iterable[tuple[str, bytes]], user: Any) -> None:
+    """Images that came with an API message (``/v1/chat/completions``), kept with the
+    run's turn like the chat page's (inside the message's transaction)."""
+    turn = Turn._base_manager.get(pk=run.turn_id)
+    Attachment._base_manager.bulk_create(
+        Attachment(
+            tenant_id=turn.tenant_id,
+            session_id=turn.session_id,
+            turn=turn,
+            uploaded_by=user if getattr(user, "pk", None) else None,
+            kind=AttachmentKind.IMAGE,
+            name=f"image-{n}{_SUFFIX.get(media_type, '')}",
+            media_type=media_type,
+            size=len(content),
+            data=content,
+        )
+        for n, (media_type, content) in enumerate(images, start=1)
+    )

@@ -66,6 +66,10 @@ def upload_attachment(request: HttpRequest, session_id: Any) -> JsonResponse:
     )
 
 
+# The body middleware's cap for this route (the chat pages' forms have 64 KB).
+upload_attachment.max_body_bytes = _cap  # type: ignore[attr-defined]
+
+
 @require_GET
 @login_required
 def attachment_image(request: HttpRequest, session_id: Any, attachment_id: int) -> HttpResponse:
