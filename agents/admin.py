@@ -25,6 +25,7 @@ from agents.models import (
     Agent,
     AgentFile,
     AgentRevision,
+    Attachment,
     LLMProvider,
     ModelProfile,
     Run,
@@ -264,6 +265,14 @@ class SessionAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_filter = ["agent", "channel"]
     search_fields = ["title", "external_key"]
     list_select_related = ["agent", "user"]
+
+
+@admin.register(Attachment)
+class AttachmentAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
+    list_display = ["name", "kind", "media_type", "size", "session", "uploaded_by", "created_at"]
+    list_filter = ["kind"]
+    exclude = ["data"]
+    list_select_related = ["session", "uploaded_by"]
 
 
 @admin.register(UsageRecord)

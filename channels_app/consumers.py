@@ -5,7 +5,10 @@ The consumer is thin: it checks access before accepting, joins the session's gro
 actions. Protocol (JSON frames):
 
 client -> server
-  {"type": "message", "text": "..."}        a user message (a run), or a slash command
+  {"type": "message", "text": "...", "attachments": [3, 4]}
+                                            a user message (a run), or a slash command;
+                                            with the ids of files uploaded to
+                                            /chat/s/<id>/attachments/ (E23)
   {"type": "stop"}                          cancel the session's active run
   {"type": "rewind", "mode": "regenerate" | "retry" | "edit", "text": "..."}
                                             take back the last turn and send it again
@@ -54,12 +57,14 @@ from functools import partial
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 
+from agents.actions.attachments import AttachmentRefused, do_attach_to_turn, files_note, unsent_attachments
 from agents.actions.message_batch import MessageRequest
 from agents.actions.rewind import REWIND_MODES, RewindRefused, do_rewind_last_turn
-from agents.actions.runs import active_run, do_cancel_run, do_decide_approval
+from agents.actions.runs import active_run, do_cancel_run, do_decide_approval, do_send_message
 from agents.engine.commands import parse_slash_command
-from agents.models import ApprovalRequest, Run, Session, Turn
+from agents.models import ApprovalRequest, Attachment, Run, RunStatus, Session, Turn
 from agents.runtime.chat import handle_message
 from agents.runtime.events import events_after
 from channels_app.access import (
@@ -231,11 +236,22 @@ class SessionConsumer(LiveJsonConsumer):
     async def _on_message(self, content: dict[str, Any]) -> None:
         self._require_actor()
         text = content.get("text")
+        attachments = content.get("attachments") or []
+        if not isinstance(attachments, list):
+            raise ClientError("attachments must be a list of ids.")
+        if attachments and isinstance(text, str) and not text.strip():
+            text = "(see the attachments)"
         if not isinstance(text, str) or not text.strip():
             raise ClientError("A message needs some text.")
         if len(text) > MAX_MESSAGE_CHARS:
             raise ClientError(f"That message is too long (over {MAX_MESSAGE_CHARS:,} characters).")
         command = parse_slash_command(text)
+        if attachments:
+            if command is not None:
+                raise ClientError("A command cannot carry attachments.")
+            async with write_slot():
+                await db_async(self._send_with_attachments)(text, attachments, self.scope["user"], False)
+            return
         if command is not None and command.name != "stop":
             # Commands are answered at once, without a run or an LLM call (S4).
             reply = await handle_message(self.session.pk, text)
@@ -268,7 +284,7 @@ class SessionConsumer(LiveJsonConsumer):
                 raise ClientError("An edited message cannot be a command.")
         async with write_slot():
             try:
-                last = await db_async(self._rewind)()
+                last, attached = await db_async(self._rewind)()
             except RewindRefused as exc:
                 raise ClientError(str(exc)) from None
         # Every tab of this socket redraws the history without the taken-back turn.
@@ -276,12 +292,36 @@ class SessionConsumer(LiveJsonConsumer):
             {"type": "command", "payload": {"command": "rewind", "text": "", "status": "completed"}}
         )
         again = text if mode == "edit" and isinstance(text, str) else last.user_text
+        if attached:
+            # The taken-back question's attachments go with it again (E23).
+            async with write_slot():
+                await db_async(self._send_with_attachments)(again, attached, self.scope["user"], True)
+            return
         await send_message(MessageRequest(self.session, again, self.scope["user"]))
 
-    def _rewind(self) -> Turn:
+    def _rewind(self) -> tuple[Turn, list[int]]:
         with tenant_context(self.session.tenant_id):
             session = Session._base_manager.get(pk=self.session.pk)
-            return do_rewind_last_turn(session)
+            last = do_rewind_last_turn(session)
+            return last, list(Attachment._base_manager.filter(turn_id=last.pk).values_list("pk", flat=True))
+
+    def _send_with_attachments(self, text: str, ids: list[Any], user: Any, again: bool) -> None:
+        """A message and its attachments in one transaction: the worker that takes the
+        run finds them (``again``: a rewound turn's, already checked)."""
+        with tenant_context(self.session.tenant_id), transaction.atomic():
+            if again:
+                found = list(Attachment._base_manager.filter(pk__in=ids, session_id=self.session.pk))
+            else:
+                try:
+                    found = unsent_attachments(self.session, user, ids)
+                except AttachmentRefused as exc:
+                    raise ClientError(str(exc)) from None
+            if not again:
+                text = text + files_note(found)
+            run = do_send_message(self.session, text, acting_user=user)
+            if run is None or run.status != RunStatus.QUEUED or run.turn is None:
+                raise ClientError("Attachments go with a new question, not with an approval reply.")
+            do_attach_to_turn(run.turn, [a.pk for a in found])
 
     async def _on_stop(self, content: dict[str, Any]) -> None:
         self._require_actor()

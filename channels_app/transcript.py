@@ -14,6 +14,7 @@ from typing import Any
 
 from agents.models import (
     ApprovalRequest,
+    Attachment,
     MessageState,
     Run,
     RunEvent,
@@ -105,6 +106,13 @@ def _states(turns: list[Turn]) -> list[dict[str, Any]]:
         run_id__in=[r.pk for r in runs.values()], tenant_id=tenant_id, type="handoff"
     ).values_list("run_id", "payload"):
         handoffs.setdefault(run_id, []).append(payload)
+    attached: dict[int, list[dict[str, Any]]] = {}
+    for a_id, turn_id, kind, name, path in (
+        Attachment._base_manager.filter(turn_id__in=ids, tenant_id=tenant_id)
+        .order_by("pk")
+        .values_list("pk", "turn_id", "kind", "name", "workspace_path")
+    ):
+        attached.setdefault(turn_id, []).append({"id": a_id, "kind": kind, "name": name, "path": path})
     states = []
     for turn in turns:
         if turn.pk not in visible_turns:
@@ -132,6 +140,7 @@ def _states(turns: list[Turn]) -> list[dict[str, Any]]:
                     else None
                 ),
                 "messages": messages.get(turn.pk, []),
+                "attachments": attached.get(turn.pk, []),
                 "pending": pending,
                 "partial": turn.partial_text if running else "",
                 # The delivered reply (sanitized, with the failed-tools footer).

@@ -43,6 +43,8 @@ def body_cap(path: str) -> int:
     view = match.func
     view_class = getattr(view, "view_class", None) or getattr(view, "cls", None)
     declared = getattr(view, "max_body_bytes", None) or getattr(view_class, "max_body_bytes", None)
+    if callable(declared):
+        declared = declared()  # a cap read from the settings at request time
     if declared:
         return int(declared)
     if api:

@@ -130,6 +130,13 @@ CLAW_ROUTINE_SHELL_ACTIONS_PER_HOUR = config.env_int("CLAW_ROUTINE_SHELL_ACTIONS
 CLAW_SESSION_IDLE_DAYS = config.env_int("CLAW_SESSION_IDLE_DAYS", 30, minimum=1)
 # A chat deleted in the chat page can be restored (Undo) for this long, then it is gone.
 CLAW_CHAT_UNDO_DELETE_SECONDS = config.env_int("CLAW_CHAT_UNDO_DELETE_SECONDS", 3600, minimum=10)
+# Chat attachments (E23): an image sent to a vision model, or a file put in the
+# member's workspace; caps enforced on the bytes read. The history re-sends a turn's
+# images for this many turns, then keeps placeholders.
+CLAW_CHAT_IMAGE_MAX_BYTES = config.env_int("CLAW_CHAT_IMAGE_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)
+CLAW_CHAT_FILE_MAX_BYTES = config.env_int("CLAW_CHAT_FILE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)
+CLAW_CHAT_ATTACHMENTS_PER_MESSAGE = config.env_int("CLAW_CHAT_ATTACHMENTS_PER_MESSAGE", 4, minimum=1)
+CLAW_CHAT_IMAGE_TURNS = config.env_int("CLAW_CHAT_IMAGE_TURNS", 3, minimum=1)
 # Memory (agents.memory): hybrid recall into every turn's prompt.
 CLAW_MEMORY_RECALL_METHOD = config.env_choice("CLAW_MEMORY_RECALL_METHOD", "weighted", ("weighted", "rrf"))
 CLAW_MEMORY_RECALL_FLOOR = config.env_fraction("CLAW_MEMORY_RECALL_FLOOR", 0.4)
@@ -275,6 +282,8 @@ CLAW_PAIR_LOCKOUT_SECONDS = config.env_int("CLAW_PAIR_LOCKOUT_SECONDS", 900, min
 CLAW_API_WAIT_SECONDS = config.env_int("CLAW_API_WAIT_SECONDS", 300, minimum=1)
 CLAW_SSE_MAX_SECONDS = config.env_int("CLAW_SSE_MAX_SECONDS", 3600, minimum=1)
 CLAW_API_MAX_BODY_BYTES = config.env_int("CLAW_API_MAX_BODY_BYTES", 1_048_576, minimum=1024)
+# /v1/chat/completions with image parts (E23) may be this large (still counted as read).
+CLAW_API_IMAGE_MAX_BODY_BYTES = config.env_int("CLAW_API_IMAGE_MAX_BODY_BYTES", 16 * 1_048_576, minimum=1024)
 # Chat-platform channels (channels_app/adapters): where each platform's API lives.
 # Operator settings, never a tenant's (a bot token travels in the URL); tests and
 # self-hosted gateways point them elsewhere.

@@ -8,6 +8,7 @@ from agents.models.agent import (
     BusyPolicy,
     InputGuardMode,
 )
+from agents.models.attachments import Attachment, AttachmentKind
 from agents.models.conversation import (
     Checkpoint,
     Message,
@@ -62,6 +63,8 @@ __all__ = [
     "AgentType",
     "ApprovalRequest",
     "ApprovalStatus",
+    "Attachment",
+    "AttachmentKind",
     "BusyPolicy",
     "Checkpoint",
     "DelegationMode",

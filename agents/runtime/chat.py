@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.actions.attachments import turn_images
 from agents.actions.config import do_save_agent_file
 from agents.actions.conversation import (
     do_finish_turn,
@@ -217,7 +218,6 @@ async def run_started_turn(
     opened (MCP connections, HTTP clients) is closed when the run ends. ``on_ready``
     is called once the run is set up (model, tools, hooks, prompt), before the
     engine starts."""
-    store = DjangoRunStore(_binding(session, turn))
     # Only an overridden model is read from the database; else the agent's routing
     # rules (E22) pick one for this message, and the run records the choice.
     if session.model_override_id:
@@ -226,6 +226,7 @@ async def run_started_turn(
         model_cfg, route = choose_model(agent, session.channel, text)
     if run_id and (route != "default" or agent.routes):
         await db_async(record_run_model)(run_id, model_cfg, route)
+    store = DjangoRunStore(_binding(session, turn), send_images=model_cfg.supports_vision)
     tools = await tools_factory(agent, session)
     try:
         hooks = hooks if hooks is not None else await registry_hooks(agent, session, tools)
@@ -342,8 +343,10 @@ async def _drive_turn(
                     middleware=middleware,
                 )
             else:
+                images = await db_async(turn_images)(turn.pk, turn.tenant_id)
                 result = await run_turn(
                     text,
+                    images=images,
                     model=model_spec(model_cfg),
                     tools=tools,
                     store=store,

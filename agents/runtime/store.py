@@ -18,9 +18,9 @@ from django.utils import timezone
 from psycopg.types.json import Jsonb
 
 from agents.engine.interfaces import CompactionRecord, ConversationState, PendingStep, StepRecord
+from agents.engine.types import ImagePart, Part, ToolCallPart, ToolResultPart, part_from_dict, part_to_dict
 from agents.engine.types import Message as EngineMessage
-from agents.engine.types import ToolCallPart, ToolResultPart, part_from_dict, part_to_dict
-from agents.models import Message, MessageState, Session, Thread, ToolCallMark, UsageRecord
+from agents.models import Message, MessageState, Session, Thread, ToolCallMark, Turn, UsageRecord
 from agents.runtime.partials import partial_writer
 from claw_platform.db import db_async
 from claw_platform.prepared import prepared_cursor
@@ -86,9 +86,50 @@ SELECT (SELECT summary FROM agents_thread WHERE id = %(thread)s),
        (SELECT pending_step FROM agents_turn WHERE id = %(turn)s)
 """
 _LOAD_MESSAGES_SQL = """
-SELECT role, parts FROM agents_message WHERE thread_id = %(thread)s AND state = %(state)s
+SELECT role, parts, turn_id FROM agents_message WHERE thread_id = %(thread)s AND state = %(state)s
 ORDER BY seq DESC LIMIT %(limit)s
 """
+
+
+def _has_placeholder(message: EngineMessage) -> bool:
+    return message.role == "user" and any(isinstance(p, ImagePart) and p.data is None for p in message.parts)
+
+
+def with_recent_images(
+    messages: list[EngineMessage], turn_ids: list[int | None], current_turn: int, tenant_id: int
+) -> list[EngineMessage]:
+    """History as the model gets it (E23): the images attached in this turn and the
+    ``CLAW_CHAT_IMAGE_TURNS - 1`` turns before it are sent again (a regenerated,
+    edited, retried or resumed turn included); older ones stay placeholders."""
+    from django.conf import settings
+
+    from agents.actions.attachments import images_by_turn
+
+    numbers = dict(
+        Turn._base_manager.filter(pk__in={t for t in turn_ids if t} | {current_turn}).values_list(
+            "pk", "number"
+        )
+    )
+    now = numbers.get(current_turn)
+    if now is None:
+        return messages
+    recent = {t for t, n in numbers.items() if now - n < settings.CLAW_CHAT_IMAGE_TURNS}
+    images = images_by_turn(recent, tenant_id)
+    out: list[EngineMessage] = []
+    for message, turn in zip(messages, turn_ids, strict=True):
+        stored = images.get(turn or 0) if _has_placeholder(message) else None
+        if not stored:
+            out.append(message)
+            continue
+        queue = list(stored)
+        parts: list[Part] = []
+        for part in message.parts:
+            if isinstance(part, ImagePart) and part.data is None and queue:
+                parts.append(queue.pop(0))
+            else:
+                parts.append(part)
+        out.append(EngineMessage(message.role, parts))
+    return out
 
 
 def _json(value: Any) -> Any:
@@ -117,8 +158,10 @@ class DjangoRunStore:
     step, partial text, tool marks) so a step writes only what changed: the hot path
     of a tool-using turn is a handful of statements per iteration."""
 
-    def __init__(self, binding: TurnBinding) -> None:
+    def __init__(self, binding: TurnBinding, *, send_images: bool = False) -> None:
         self.binding = binding
+        # The run's model takes images: the history's recent ones are sent again (E23).
+        self.send_images = send_images
         self._pending_stored: bool | None = None  # None: not known yet
         self._partial_stored = True
         self._marked: set[str] = set()
@@ -142,7 +185,9 @@ class DjangoRunStore:
             rows = cursor.fetchall()
         summary, pending = (row[0] or "", row[1]) if row is not None else ("", None)
         rows.reverse()
-        messages = [EngineMessage.from_dict({"role": role, "parts": _json(parts)}) for role, parts in rows]
+        messages = [EngineMessage.from_dict({"role": role, "parts": _json(parts)}) for role, parts, _ in rows]
+        if self.send_images and any(_has_placeholder(m) for m in messages):
+            messages = with_recent_images(messages, [turn for _, _, turn in rows], b.turn_id, b.tenant_id)
         return ConversationState(summary=summary, messages=messages, pending=self._pending(_json(pending)))
 
     def _pending(self, raw: dict[str, Any] | None) -> PendingStep | None:

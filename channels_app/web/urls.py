@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from channels_app.web import accounts, chats, memories, views
+from channels_app.web import accounts, attachments, chats, memories, views
 from channels_app.web.security import chat_headers
 from claw_platform.signin.pages import ChatAuthenticationForm, throttled_sign_in
 
@@ -21,6 +21,12 @@ urlpatterns = [
     ),
     path("s/<uuid:session_id>/export.json", chats.export_chat_file, {"fmt": "json"}, name="export_json"),
     path("s/<uuid:session_id>/usage.json", chats.chat_usage, name="usage"),
+    path("s/<uuid:session_id>/attachments/", attachments.upload_attachment, name="upload_attachment"),
+    path(
+        "s/<uuid:session_id>/attachments/<int:attachment_id>/",
+        attachments.attachment_image,
+        name="attachment_image",
+    ),
     path("search.json", chats.search_chats, name="search"),
     path("new/", views.new_session, name="new"),
     path("team/", views.switch_tenant, name="switch_tenant"),

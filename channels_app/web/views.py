@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agents.actions.conversation import do_create_session
 from agents.engine.commands import COMMANDS
 from agents.models import Agent, Session
+from agents.runtime.resolution import ModelConfig, tenant_models
 from channels_app.access import SessionNotFound, access_session, can_act
 from channels_app.transcript import session_summary, session_turns
 from channels_app.web.banners import banners_for
@@ -64,6 +65,28 @@ def _memberships(request: HttpRequest) -> list[Membership]:
         )
 
 
+def model_choice(model: ModelConfig) -> str:
+    """What the model picker sends after ``/model``: ``provider:model``, or the bare
+    model name when the provider's name has spaces (one argument only)."""
+    full = f"{model.provider_name}:{model.model}"
+    return model.model if any(c.isspace() for c in full) else full
+
+
+def header_pickers(session: Session, agents: list[dict[str, Any]]) -> dict[str, Any]:
+    """The chat header's agent and model pickers (they send ``/agent`` and ``/model``).
+    Names and labels only: never a provider's address or key."""
+    models = tenant_models(session.tenant_id)
+    current = next((m for m in models if m.profile_id == session.model_override_id), None)
+    return {
+        "agents": [{"slug": a["slug"], "name": a["name"]} for a in agents],
+        "agent": session.agent.slug,
+        "models": [
+            {"value": model_choice(m), "label": m.display_name, "vision": m.supports_vision} for m in models
+        ],
+        "model": model_choice(current) if current else "",
+    }
+
+
 def _page_context(request: HttpRequest, session: Session | None, acting: bool) -> dict[str, Any]:
     tenant = request.tenant  # type: ignore[attr-defined]
     agents = list(Agent.objects.filter(enabled=True).order_by("name").values("id", "slug", "name"))
@@ -82,6 +105,7 @@ def _page_context(request: HttpRequest, session: Session | None, acting: bool) -
         data["session"] = session_summary(session)
         data["turns"] = session_turns(session)
         data["socket"] = f"/ws/sessions/{session.pk}/"
+        data["pickers"] = header_pickers(session, agents)
     return {
         "tenant": tenant,
         "memberships": _memberships(request),

@@ -35,7 +35,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from agents.actions.config import do_create_agent
 from agents.actions.routines import Trigger, do_create_routine
 from agents.budgets.models import Budget, KillSwitch
-from agents.models import MemoryEntry, MemoryInjection, Session
+from agents.models import Attachment, MemoryEntry, MemoryInjection, Session
 from claw_platform.api.models import ApiKey
 from claw_platform.audit.models import AuditEvent
 from tests.api.conftest import client_for, make_key, make_person_key
@@ -47,7 +47,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # Kinds of tenant A's objects a route's ids can name. The session-hung ones are
 # M1's: members other than M1 must not reach them.
-MEMBER_KINDS = frozenset({"session", "run", "approval", "routine", "memory", "memoryinjection"})
+MEMBER_KINDS = frozenset({"session", "run", "approval", "routine", "memory", "memoryinjection", "attachment"})
 
 
 @dataclass(frozen=True)
@@ -173,6 +173,8 @@ ROUTES: dict[str, Route] = {
     "chat:export_markdown": Scoped("session", auth="login"),
     "chat:export_json": Scoped("session", auth="login"),
     "chat:usage": Scoped("session", auth="login"),
+    "chat:upload_attachment": Scoped("session", auth="login"),
+    "chat:attachment_image": Scoped("attachment", auth="login"),
     "chat:search": Collection(auth="login", query="?q=M1"),
     "chat:new": Checked("test_the_chat_pages_start_chats_only_with_the_callers_own_agents"),
     "chat:switch_tenant": Checked("test_the_chat_pages_start_chats_only_with_the_callers_own_agents"),
@@ -416,6 +418,10 @@ def world(tenant_a, tenant_b, member_chats) -> World:
         "killswitch": {"pk": str(switch.pk)},
         "memory": {"pk": str(memory.pk)},
         "memoryinjection": {"pk": str(injection.pk)},
+        "attachment": {
+            "session_id": str(chats.session.pk),
+            "attachment_id": str(Attachment.objects.unscoped().filter(session=chats.session).first().pk),
+        },
     }
     tenant_markers = [
         "a_member",
@@ -583,6 +589,7 @@ MISSING = {
     "routine": {"pk": "999999999"},
     "memory": {"pk": "999999999"},
     "memoryinjection": {"pk": "999999999"},
+    "attachment": {"session_id": "6f1c2d1e-0000-4000-8000-000000000000", "attachment_id": "999999999"},
 }
 
 

@@ -111,3 +111,54 @@ def test_errors_come_in_openais_format(api, live_agent):
     reader = openai.OpenAI(base_url=str(api.base_url), api_key=make_key(live_agent, "read"), max_retries=0)
     with pytest.raises(openai.PermissionDeniedError):
         reader.chat.completions.create(model="assistant", messages=[{"role": "user", "content": "hi"}])
+
+
+def test_image_parts_reach_a_vision_model_and_are_checked(api, fake_llm, live_agent, settings):
+    """E23 through /v1/: a data-URL image part arrives at the model as an image part
+    (kept with the session's turn); a remote URL, a non-image and an image over the
+    cap are refused in OpenAI's shape."""
+    import base64
+
+    from agents.models import Attachment, ModelProfile
+    from tests.ui.test_pickers_and_attachments import png
+
+    profile = ModelProfile.objects.unscoped().get(pk=live_agent.model.pk)
+    profile.supports_vision = True
+    profile.save()
+    url = "data:image/png;base64," + base64.b64encode(png()).decode()
+    fake_llm.script(FakeTurn(text="A red square."))
+    completion = api.chat.completions.create(
+        model="assistant",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ],
+            }
+        ],
+    )
+    assert completion.choices[0].message.content == "A red square."
+    sent = fake_llm.requests[-1].json["messages"][-1]["content"]
+    assert {"type": "image_url", "image_url": {"url": url}} in sent
+    assert {"type": "text", "text": "What is this?"} in sent
+    assert (
+        Attachment.objects.unscoped().filter(tenant=live_agent.tenant, session__channel="openai").count() == 1
+    )
+
+    settings.CLAW_CHAT_IMAGE_MAX_BYTES = 1024
+    for part, message in [
+        ({"url": "https://example.com/cat.png"}, "inline as data:image"),
+        ({"url": "data:image/png;base64," + base64.b64encode(b"not an image").decode()}, "Only PNG"),
+        (
+            {"url": "data:image/png;base64," + base64.b64encode(png() + bytes(2000)).decode()},
+            "at most 1,024 bytes",
+        ),
+    ]:
+        with pytest.raises(openai.APIStatusError) as refused:
+            api.chat.completions.create(
+                model="assistant",
+                messages=[{"role": "user", "content": [{"type": "image_url", "image_url": part}]}],
+            )
+        assert message in refused.value.body["message"]

@@ -14,6 +14,7 @@ from agents.models import (
     Agent,
     AgentFile,
     AgentRevision,
+    Attachment,
     LLMProvider,
     MemoryEntry,
     MemoryInjection,
@@ -102,6 +103,7 @@ def objects_of(tenant_set) -> dict[type, object]:
         MemoryEntry: MemoryEntry.objects.unscoped(),
         MemoryInjection: MemoryInjection.objects.unscoped(),
         ToolHealth: ToolHealth.objects.unscoped(),
+        Attachment: Attachment.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -144,6 +146,7 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         MemoryEntry,
         MemoryInjection,
         ToolHealth,
+        Attachment,
     }
 
 
@@ -294,6 +297,7 @@ def m1_object(model, chats):
         Budget: Budget.objects.unscoped().filter(user=chats.m1).first(),
         BudgetAlert: BudgetAlert.objects.unscoped().filter(budget__user=chats.m1).first(),
         MemoryInjection: MemoryInjection.objects.unscoped().filter(session=chats.session).first(),
+        Attachment: Attachment.objects.unscoped().filter(session=chats.session).first(),
     }[model]
 
 
@@ -319,6 +323,7 @@ def test_the_session_hung_admin_models_are_these():
         ChannelConversation,
         InboundUpdate,
         MemoryInjection,
+        Attachment,
     }
 
 

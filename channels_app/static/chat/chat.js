@@ -60,6 +60,7 @@
       text: state.text,
       run: state.run ? { id: state.run.id, status: state.run.status, error: state.run.error || "" } : null,
       error: state.error || "",
+      attachments: state.attachments || [],
       createdAt: state.created_at || null,
       finishedAt: state.finished_at || null,
       items: [],
@@ -222,6 +223,7 @@
             turn: payload.turn, number: payload.number, text: payload.text,
             run: { id: runId, status: "queued", seq: frame.seq }, messages: [],
             created_at: new Date().toISOString(),
+            attachments: sentAttachments.splice(0),
           }));
         }
         runTurn.set(runId, payload.turn);
@@ -486,6 +488,7 @@
         const user = div("msg user-msg");
         user.textContent = turn.text;
         line.append(user);
+        if (turn.attachments.length) line.append(drawAttachments(turn.attachments));
         const meta = div("user-meta");
         const stamp = timestamp(turn.createdAt);
         if (stamp) meta.append(stamp);
@@ -527,6 +530,22 @@
     if (answer.childNodes.length) node.append(answer);
   }
 
+  function drawAttachments(list) {
+    const box = div("user-attachments");
+    for (const a of list) {
+      if (a.kind === "image") {
+        const img = document.createElement("img");
+        img.src = `/chat/s/${session.id}/attachments/${Number(a.id)}/`;
+        img.alt = a.name;
+        img.className = "attachment-image";
+        box.append(img);
+      } else {
+        box.append(span("file-chip", `${a.name} → ${a.path}`));
+      }
+    }
+    return box;
+  }
+
   /* Under a settled reply: when it finished, Copy (the reply's text as written). */
   function drawFoot(turn) {
     if (!turn.run || UNFINISHED.has(turn.run.status)) return null;
@@ -556,6 +575,7 @@
 
   function rewind(turn, mode, text) {
     if (rewinding !== null) return;
+    sentAttachments.splice(0, sentAttachments.length, ...(turn.attachments || []));
     const frame = { type: "rewind", mode: mode };
     if (mode === "edit") frame.text = text;
     if (!sendFrame(frame)) {
@@ -888,6 +908,8 @@
       const response = await fetch(`/chat/s/${session.id}/transcript.json`, { credentials: "same-origin" });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const fresh = await response.json();
+      if (fresh.session && el.agentName) el.agentName.textContent = fresh.session.agent;
+      if (fresh.session && agentPicker) agentPicker.value = fresh.session.agent_slug;
       for (const turn of turns.values()) if (turn.node) turn.node.remove();
       turns.clear();
       runTurn.clear();
@@ -906,16 +928,83 @@
   function submit(event) {
     if (event) event.preventDefault();
     const text = el.input.value;
-    if (!text.trim()) return;
-    if (!sendFrame({ type: "message", text: text })) {
+    const ready = attachments.filter((a) => a.id);
+    if (attachments.some((a) => !a.id && !a.error)) {
+      addNote("Wait a moment: an attachment is still uploading.", "command", true);
+      return;
+    }
+    if (!text.trim() && !ready.length) return;
+    const frame = { type: "message", text: text };
+    if (ready.length) {
+      frame.attachments = ready.map((a) => a.id);
+      sentAttachments.push(...ready.map((a) => ({ id: a.id, kind: a.kind, name: a.name, path: a.path })));
+    }
+    attachments.length = 0;
+    drawChips();
+    if (!sendFrame(frame)) {
       if (closedForGood) return;
-      outbox.push({ type: "message", text: text });
+      outbox.push(frame);
       el.connection.hidden = false;
       addNote("Not connected yet: your message goes out as soon as the connection is back.", "command", true);
     }
     el.input.value = "";
     autosize();
     hideHints();
+  }
+
+  /* Attachments (E23): each file is uploaded when picked; the message frame names
+   * them by id. Images go to the model, other files into the member's workspace. */
+  const attachments = []; // {name, id?, kind?, path?, error?}
+  const sentAttachments = []; // what the next new turn of this tab carries
+  const chips = document.getElementById("attachment-chips");
+  const attachInput = document.getElementById("attach-input");
+
+  function drawChips() {
+    if (!chips) return;
+    chips.replaceChildren(...attachments.map((a, index) => {
+      const li = document.createElement("li");
+      li.className = "attachment-chip" + (a.error ? " failed" : "");
+      li.append(span("chip-name", a.error ? `${a.name}: ${a.error}` : a.id ? a.name : `${a.name} (uploading…)`));
+      li.append(button("✕", "chip-remove", () => {
+        attachments.splice(index, 1);
+        drawChips();
+      }));
+      return li;
+    }));
+    chips.hidden = !attachments.length;
+  }
+
+  async function upload(file) {
+    const entry = { name: file.name };
+    attachments.push(entry);
+    drawChips();
+    try {
+      const response = await fetch(`/chat/s/${session.id}/attachments/?name=${encodeURIComponent(file.name)}`, {
+        method: "POST",
+        body: file,
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken(), "Content-Type": "application/octet-stream" },
+      });
+      const body = await response.json().catch(() => ({}));
+      if (!response.ok) throw new Error((body.error && body.error.message) || `the upload failed (HTTP ${response.status})`);
+      Object.assign(entry, { id: body.id, kind: body.kind, path: body.workspace_path });
+    } catch (err) {
+      entry.error = err.message;
+    }
+    drawChips();
+  }
+
+  function csrfToken() {
+    const input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  if (attachInput) {
+    document.getElementById("attach").addEventListener("click", () => attachInput.click());
+    attachInput.addEventListener("change", () => {
+      for (const file of attachInput.files) upload(file);
+      attachInput.value = "";
+    });
   }
 
   function autosize() {
@@ -982,6 +1071,31 @@
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) submit(event);
   });
   el.stop.addEventListener("click", () => sendFrame({ type: "stop" }));
+
+  /* The header's pickers send the same commands a person can type (/agent, /model):
+   * the server answers them like typed ones, and the answer shows as a note. */
+  const agentPicker = document.getElementById("agent-picker");
+  const modelPicker = document.getElementById("model-picker");
+  function pick(text, picker, previous) {
+    if (!sendFrame({ type: "message", text: text })) {
+      picker.value = previous;
+      addNote("Not connected yet: pick again once the connection is back.", "command", true);
+      return false;
+    }
+    return true;
+  }
+  if (agentPicker) {
+    let agentNow = agentPicker.value;
+    agentPicker.addEventListener("change", () => {
+      if (pick(`/agent ${agentPicker.value}`, agentPicker, agentNow)) agentNow = agentPicker.value;
+    });
+  }
+  if (modelPicker) {
+    let modelNow = modelPicker.value;
+    modelPicker.addEventListener("change", () => {
+      if (pick(`/model ${modelPicker.value || "default"}`, modelPicker, modelNow)) modelNow = modelPicker.value;
+    });
+  }
 
   /* ------------------------------------------------------------------- start */
 

@@ -22,6 +22,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework.exceptions import AuthenticationFailed
 
+from agents.actions.attachments import do_attach_images
 from agents.actions.conversation import do_set_title, session_for_external_key
 from agents.actions.runs import do_send_message
 from agents.budgets.http import refuse_if_over_budget_openai, session_charge
@@ -45,7 +46,6 @@ from claw_platform.api.openai.wire import (
 from claw_platform.api.principal import Principal
 from claw_platform.api.stream_access import while_allowed
 from claw_platform.api.throttling import PrincipalRateThrottle
-from claw_platform.api.views.base import content_length
 from claw_platform.db import db_async
 from claw_platform.tenancy.context import keep_scope_while_streaming, set_scope, tenant_context
 
@@ -153,9 +153,14 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
                 code="insufficient_scope",
                 error_type="permission_error",
             )
-        if content_length(request) > settings.CLAW_API_MAX_BODY_BYTES:
+        # The body middleware stopped at the image cap; without images, the API's own cap.
+        body = request.body or b"null"
+        over_api_cap = len(body) > settings.CLAW_API_MAX_BODY_BYTES
+        if len(body) > settings.CLAW_API_IMAGE_MAX_BODY_BYTES or (over_api_cap and b'"image_url"' not in body):
             raise WireError("The request body is too large.", status=413, code="payload_too_large")
-        chat = parse_chat_request(parse_wire_json(request.body or b"null"))
+        chat = parse_chat_request(parse_wire_json(body))
+        if not chat.images and over_api_cap:
+            raise WireError("The request body is too large.", status=413, code="payload_too_large")
         queued_at = time.monotonic()
         started = await _db(_start)(principal, chat, request.META.get(SESSION_HEADER, ""))
         if started.command_text is not None:
@@ -248,11 +253,18 @@ def _start(principal: Principal, chat: ChatRequest, session_key: str) -> _Starte
                 acting_user=principal.acting_user,
                 api_key_id=principal.api_key.pk if principal.api_key else None,
             )
+            if run is not None and chat.images and command is None:
+                do_attach_images(run, chat.images, principal.acting_user)
         if run is None:
             return _Started(None, session.pk, agent.slug, command_text="Nothing is running.")
         if command is not None:
             return _Started(None, session.pk, agent.slug, command_text="Stopped.")
         return _Started(run, session.pk, agent.slug)
+
+
+# Image requests get their own, larger body cap (read at request time by the
+# body middleware, counted on the bytes received).
+chat_completions_view.max_body_bytes = lambda: settings.CLAW_API_IMAGE_MAX_BODY_BYTES  # type: ignore[attr-defined]
 
 
 def _title(text: str) -> str:

@@ -4,9 +4,14 @@ new turn; earlier ones seed a new session's history."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from django.conf import settings
 
 from claw_platform.json_input import JsonInputError, parse_json
 
@@ -105,24 +110,74 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     user: str | None
+    # The last message's images (E23): (media type, bytes), from data: URLs.
+    images: tuple[tuple[str, bytes], ...] = ()
 
 
-def _text_of(content: Any, param: str) -> str:
+IMAGE_PLACEHOLDER = "[image]"
+_DATA_URL = re.compile(r"^data:([a-z0-9.+/-]+);base64,(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _image_of(part: dict[str, Any], param: str) -> tuple[str, bytes]:
+    """A ``{"type": "image_url", "image_url": {"url": "data:…;base64,…"}}`` part, checked:
+    a data URL (nothing is fetched), an image by its own bytes, within the cap."""
+    from agents.actions.attachments import image_type
+
+    image_url = part.get("image_url")
+    url = image_url.get("url") if isinstance(image_url, dict) else image_url
+    if not isinstance(url, str):
+        raise WireError("An image part needs 'image_url.url'.", f"{param}.image_url.url")
+    match = _DATA_URL.match(url)
+    if match is None:
+        raise WireError(
+            "Images must be sent inline as data:image/...;base64 URLs (nothing is fetched).",
+            f"{param}.image_url.url",
+        )
+    try:
+        content = base64.b64decode(match.group(2), validate=True)
+    except (binascii.Error, ValueError):
+        raise WireError("The image's base64 data is not valid.", f"{param}.image_url.url") from None
+    cap = int(settings.CLAW_CHAT_IMAGE_MAX_BYTES)
+    if len(content) > cap:
+        raise WireError(
+            f"An image may be at most {cap:,} bytes.",
+            f"{param}.image_url.url",
+            status=413,
+            code="payload_too_large",
+        )
+    media_type = image_type(content)
+    if media_type is None:
+        raise WireError("Only PNG, JPEG, GIF and WebP images are supported.", f"{param}.image_url.url")
+    return media_type, content
+
+
+def _content_of(content: Any, param: str) -> tuple[str, list[tuple[str, bytes]]]:
     if isinstance(content, str):
-        return content
+        return content, []
     if content is None:
-        return ""
+        return "", []
     if isinstance(content, list):
-        texts = []
+        texts: list[str] = []
+        images: list[tuple[str, bytes]] = []
         for i, part in enumerate(content):
-            if not isinstance(part, dict) or part.get("type") not in {"text", "input_text"}:
-                raise WireError("Only text content parts are supported.", f"{param}[{i}]")
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "image_url":
+                images.append(_image_of(part, f"{param}[{i}]"))
+                continue
+            if kind not in {"text", "input_text"}:
+                raise WireError("Only text and image_url content parts are supported.", f"{param}[{i}]")
             text = part.get("text")
             if not isinstance(text, str):
                 raise WireError("A text part needs a string 'text'.", f"{param}[{i}].text")
             texts.append(text)
-        return "\n".join(texts)
-    raise WireError("Message content must be a string or a list of text parts.", param)
+        return "\n".join(texts), images
+    raise WireError("Message content must be a string or a list of content parts.", param)
+
+
+def _text_of(content: Any, param: str) -> str:
+    """An earlier message's text; its images (not kept) become placeholders."""
+    text, images = _content_of(content, param)
+    return "\n".join([text, *[IMAGE_PLACEHOLDER] * len(images)]) if images else text
 
 
 def parse_chat_request(body: Any) -> ChatRequest:
@@ -156,6 +211,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
     if len(messages) > MAX_MESSAGES:
         raise WireError(f"At most {MAX_MESSAGES} messages.", "messages")
     parsed: list[tuple[str, str]] = []
+    images: list[tuple[str, bytes]] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise WireError("Each message must be an object.", f"messages[{i}]")
@@ -166,13 +222,23 @@ def parse_chat_request(body: Any) -> ChatRequest:
             raise WireError(
                 "Tool messages are not supported: the agent's tools run on the server.", f"messages[{i}].role"
             )
-        text = _text_of(message.get("content"), f"messages[{i}].content")
+        if i == len(messages) - 1:
+            text, images = _content_of(message.get("content"), f"messages[{i}].content")
+            if len(images) > settings.CLAW_CHAT_ATTACHMENTS_PER_MESSAGE:
+                raise WireError(
+                    f"At most {settings.CLAW_CHAT_ATTACHMENTS_PER_MESSAGE} images per message.",
+                    f"messages[{i}].content",
+                )
+        else:
+            text = _text_of(message.get("content"), f"messages[{i}].content")
         if len(text) > MAX_TEXT_CHARS:
             raise WireError(
                 f"A message is limited to {MAX_TEXT_CHARS:,} characters.", f"messages[{i}].content"
             )
         parsed.append((str(role), text))
     last_role, last_text = parsed[-1]
+    if last_role == "user" and images and not last_text.strip():
+        last_text = "(see the images)"
     if last_role != "user" or not last_text.strip():
         raise WireError(
             "The last message must be a user message with some text.", f"messages[{len(parsed) - 1}]"
@@ -184,6 +250,7 @@ def parse_chat_request(body: Any) -> ChatRequest:
         stream=bool(stream),
         include_usage=bool(options.get("include_usage")),
         user=user,
+        images=tuple(images),
     )
 
 
