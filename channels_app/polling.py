@@ -1,5 +1,5 @@
-"""Long polling (Telegram ``getUpdates``) from the workers, so an install behind NAT
-needs no public URL (CH3).
+"""Long polling (Telegram ``getUpdates``) and Discord's Gateway from the workers, so
+an install behind NAT needs no public URL (CH3).
 
 Every worker process runs :func:`start_channel_pollers`: every ``SCAN_SECONDS`` it
 looks for enabled channels set to long polling and claims those whose lease is free
@@ -7,7 +7,9 @@ or lapsed (one statement: ``poll_owner`` and ``poll_lease_until``). A claimed ch
 is polled in a loop that renews the lease before every request; a worker that dies
 lets it lapse (``LEASE_SECONDS``) and another takes over, so no second poller ever
 runs for the same bot. Updates go the webhook's way (stored, de-duplicated by the
-update id, dispatched); the offset is advanced after they are stored.
+update id, dispatched); the offset is advanced after they are stored. A Discord
+channel's holder keeps one Gateway connection open instead (resumed after a drop),
+renewing the lease every ``LEASE_SECONDS / 3`` while connected.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ import threading
 import uuid
 from typing import Any
 
+import aiohttp
 from django.db import connection
 
 from channels_app.adapters import adapter_for
 from channels_app.adapters.base import AdapterError
+from channels_app.adapters.discord.adapter import DiscordAdapter
+from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
 from channels_app.adapters.telegram.adapter import TelegramAdapter
 from channels_app.models import Channel, ReceiveMode
 from claw_platform.background_loop import submit
@@ -35,7 +40,7 @@ logger = logging.getLogger("claw.channels.polling")
 LEASE_SECONDS = 60
 SCAN_SECONDS = 5.0
 POLL_SECONDS = 25
-POLLABLE_KINDS = ("telegram",)
+POLLABLE_KINDS = ("telegram", "discord")
 _pollers: set[asyncio.Future[None]] = set()
 
 _CLAIM_SQL = """
@@ -102,10 +107,71 @@ async def poll_once(channel_id: int, owner: str, *, poll_seconds: int = POLL_SEC
     return True
 
 
+def _store_discord_message(channel_id: int, data: dict[str, Any]) -> None:
+    from channels_app.receive import receive_messages
+
+    channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
+    adapter = adapter_for(channel)
+    assert isinstance(adapter, DiscordAdapter)
+    message = adapter.parse_message(data)
+    if message is not None:
+        with tenant_context(channel.tenant_id):
+            receive_messages(channel, [message])
+
+
+async def hold_gateway(channel_id: int, owner: str, stop: threading.Event) -> None:
+    """Keep the Discord channel's Gateway connection open while this worker holds
+    its lease, reconnecting (resuming) with backoff after a drop."""
+    state = GatewayState()
+    backoff = 1.0
+
+    async def on_message(data: dict[str, Any]) -> None:
+        await db_async(_store_discord_message)(channel_id, data)
+
+    async def keep_lease() -> bool:
+        return bool(await db_async(claim_lease)(channel_id, owner))
+
+    while not stop.is_set():
+        if not await keep_lease():
+            return
+        channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+        adapter = adapter_for(channel)
+        if not isinstance(adapter, DiscordAdapter) or not channel.enabled:
+            return
+        connection_ = GatewayConnection(
+            adapter,
+            state,
+            on_message=on_message,
+            keep_lease=keep_lease,
+            stop=stop,
+            lease_every=LEASE_SECONDS / 3,
+        )
+        try:
+            await connection_.run()
+            backoff = 1.0
+            continue
+        except LeaseLost:
+            return
+        except AdapterError as exc:
+            wait = exc.retry_after or (backoff if exc.retryable else 60.0)
+            logger.warning("discord gateway of channel %s: %s (next try in %.0fs)", channel_id, exc, wait)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            wait = backoff
+            logger.warning("discord gateway of channel %s dropped: %s", channel_id, type(exc).__name__)
+        await asyncio.sleep(min(wait, 60.0))
+        backoff = min(backoff * 2, 60.0)
+
+
 async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> None:
     """Poll one channel while this worker holds its lease."""
     backoff = 1.0
     try:
+        kind = await db_async(
+            lambda: Channel.objects.unscoped().filter(pk=channel_id).values_list("kind", flat=True).first()
+        )()
+        if kind == "discord":
+            await hold_gateway(channel_id, owner, stop)
+            return
         while not stop.is_set():
             try:
                 if not await poll_once(channel_id, owner):

@@ -252,6 +252,7 @@ CLAW_API_MAX_BODY_BYTES = config.env_int("CLAW_API_MAX_BODY_BYTES", 1_048_576, m
 CLAW_TELEGRAM_API_URL = config.env_str("CLAW_TELEGRAM_API_URL", "https://api.telegram.org")
 CLAW_SLACK_API_URL = config.env_str("CLAW_SLACK_API_URL", "https://slack.com/api")
 CLAW_WHATSAPP_API_URL = config.env_str("CLAW_WHATSAPP_API_URL", "https://graph.facebook.com/v21.0")
+CLAW_DISCORD_API_URL = config.env_str("CLAW_DISCORD_API_URL", "https://discord.com/api/v10")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "claw_platform.api.auth.ApiKeyAuthentication",

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 def adapter_for(channel: Channel) -> ChannelAdapter:
+    from channels_app.adapters.discord.adapter import DiscordAdapter
     from channels_app.adapters.slack.adapter import SlackAdapter
     from channels_app.adapters.telegram.adapter import TelegramAdapter
     from channels_app.adapters.webhook.adapter import WebhookAdapter
@@ -21,6 +22,7 @@ def adapter_for(channel: Channel) -> ChannelAdapter:
         "telegram": TelegramAdapter,
         "slack": SlackAdapter,
         "whatsapp": WhatsAppAdapter,
+        "discord": DiscordAdapter,
         "webhook_channel": WebhookAdapter,
     }
     return adapters[channel.kind](channel)

@@ -26,12 +26,13 @@ class ChannelKind(models.TextChoices):
     TELEGRAM = "telegram", "Telegram"
     SLACK = "slack", "Slack"
     WHATSAPP = "whatsapp", "WhatsApp (Cloud API)"
+    DISCORD = "discord", "Discord"
     WEBHOOK = "webhook_channel", "Generic webhook"
 
 
 class ReceiveMode(models.TextChoices):
     WEBHOOK = "webhook", "Webhook (the platform calls this server)"
-    POLLING = "polling", "Long polling from the workers (no public URL needed)"
+    POLLING = "polling", "From the workers: Telegram long polling, Discord Gateway (no public URL needed)"
 
 
 class Channel(TenantOwned):
@@ -42,12 +43,14 @@ class Channel(TenantOwned):
     enabled = models.BooleanField(default=True)
     receive_mode = models.CharField(max_length=16, choices=ReceiveMode.choices, default=ReceiveMode.WEBHOOK)
     bot_token = EncryptedTextField(
-        blank=True, help_text="Telegram bot token, Slack bot token (xoxb-…); unused by the generic webhook."
+        blank=True,
+        help_text="Telegram bot token, Slack bot token (xoxb-…), Discord bot token; unused by the generic webhook.",
     )
     signing_secret = EncryptedTextField(
         blank=True,
         help_text=(
             "Telegram: the webhook's secret token; Slack: the app's signing secret; "
+            "Discord: the application's public key (hex); "
             "generic webhook: the HMAC key of both directions."
         ),
     )
@@ -55,12 +58,17 @@ class Channel(TenantOwned):
         blank=True, help_text="WhatsApp: the verify token of the webhook subscription."
     )
     account_id = models.CharField(
-        max_length=100, blank=True, help_text="WhatsApp: the phone number id replies are sent from."
+        max_length=100,
+        blank=True,
+        help_text="WhatsApp: the phone number id replies are sent from; Discord: the application id.",
     )
     bot_username = models.CharField(
         max_length=100,
         blank=True,
-        help_text="How the bot is mentioned in groups: Telegram @username, Slack bot user id (U…).",
+        help_text=(
+            "How the bot is mentioned in groups: Telegram @username, Slack bot user id (U…), "
+            "Discord bot user id."
+        ),
     )
     callback_url = models.URLField(
         blank=True, max_length=500, help_text="Generic webhook: where replies are POSTed (signed)."
