@@ -34,6 +34,8 @@ class ChannelAdmin(TenantScopedAdmin):
         "account_id",
         "bot_username",
         "callback_url",
+        "imap_url",
+        "smtp_url",
         "open_to_everyone",
         "model_override",
         "prompt_override",

@@ -9,7 +9,8 @@ lets it lapse (``LEASE_SECONDS``) and another takes over, so no second poller ev
 runs for the same bot. Updates go the webhook's way (stored, de-duplicated by the
 update id, dispatched); the offset is advanced after they are stored. A Discord
 channel's holder keeps one Gateway connection open instead (resumed after a drop),
-renewing the lease every ``LEASE_SECONDS / 3`` while connected.
+renewing the lease every ``LEASE_SECONDS / 3`` while connected; an email channel's
+holder fetches new mail by UID every ``CLAW_EMAIL_POLL_SECONDS``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from typing import Any
 
 import aiohttp
+from django.conf import settings
 from django.db import connection
 
 from channels_app.adapters import adapter_for
 from channels_app.adapters.base import AdapterError
 from channels_app.adapters.discord.adapter import DiscordAdapter
 from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
+from channels_app.adapters.email.adapter import EmailAdapter
 from channels_app.adapters.telegram.adapter import TelegramAdapter
 from channels_app.models import Channel, ReceiveMode
 from claw_platform.background_loop import submit
@@ -40,7 +44,7 @@ logger = logging.getLogger("claw.channels.polling")
 LEASE_SECONDS = 60
 SCAN_SECONDS = 5.0
 POLL_SECONDS = 25
-POLLABLE_KINDS = ("telegram", "discord")
+POLLABLE_KINDS = ("telegram", "discord", "email")
 _pollers: set[asyncio.Future[None]] = set()
 
 _CLAIM_SQL = """
@@ -91,6 +95,40 @@ def _store_batch(channel_id: int, updates: list[dict[str, Any]]) -> int:
     offset = max(int(u.get("update_id", 0)) for u in updates) + 1
     Channel.objects.unscoped().filter(pk=channel_id, poll_offset__lt=offset).update(poll_offset=offset)
     return offset
+
+
+def _store_mails(channel_id: int, mails: list[tuple[int, bytes]]) -> None:
+    """Store and dispatch fetched mail; then the highest UID is the new offset."""
+    from channels_app.receive import receive_messages
+
+    channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
+    adapter = adapter_for(channel)
+    assert isinstance(adapter, EmailAdapter)
+    with tenant_context(channel.tenant_id):
+        messages = [m for m in (adapter.parse_mail(uid, raw) for uid, raw in mails) if m is not None]
+        receive_messages(channel, messages)
+    offset = max(uid for uid, _raw in mails)
+    Channel.objects.unscoped().filter(pk=channel_id, poll_offset__lt=offset).update(poll_offset=offset)
+
+
+async def poll_mailbox_once(channel_id: int, owner: str) -> bool:
+    """One IMAP round under the lease; False when the lease is lost."""
+    if not await db_async(claim_lease)(channel_id, owner):
+        return False
+    channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+    adapter = adapter_for(channel)
+    if not isinstance(adapter, EmailAdapter):
+        return False
+    mails = await adapter.fetch_new(channel.poll_offset)
+    if mails:
+        await db_async(_store_mails)(channel_id, mails)
+    return True
+
+
+async def _pause(seconds: float, stop: threading.Event) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < deadline:  # noqa: ASYNC110 - a thread's Event
+        await asyncio.sleep(min(0.1, seconds))
 
 
 async def poll_once(channel_id: int, owner: str, *, poll_seconds: int = POLL_SECONDS) -> bool:
@@ -172,11 +210,14 @@ async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> No
         if kind == "discord":
             await hold_gateway(channel_id, owner, stop)
             return
+        poll = poll_mailbox_once if kind == "email" else poll_once
         while not stop.is_set():
             try:
-                if not await poll_once(channel_id, owner):
+                if not await poll(channel_id, owner):
                     return
                 backoff = 1.0
+                if kind == "email":
+                    await _pause(float(settings.CLAW_EMAIL_POLL_SECONDS), stop)
             except AdapterError as exc:
                 wait = exc.retry_after or (backoff if exc.retryable else 30.0)
                 logger.warning("polling channel %s: %s (next try in %.0fs)", channel_id, exc, wait)

@@ -27,12 +27,16 @@ class ChannelKind(models.TextChoices):
     SLACK = "slack", "Slack"
     WHATSAPP = "whatsapp", "WhatsApp (Cloud API)"
     DISCORD = "discord", "Discord"
+    EMAIL = "email", "Email (IMAP in, SMTP out)"
     WEBHOOK = "webhook_channel", "Generic webhook"
 
 
 class ReceiveMode(models.TextChoices):
     WEBHOOK = "webhook", "Webhook (the platform calls this server)"
-    POLLING = "polling", "From the workers: Telegram long polling, Discord Gateway (no public URL needed)"
+    POLLING = (
+        "polling",
+        "From the workers: Telegram long polling, Discord Gateway, IMAP (no public URL needed)",
+    )
 
 
 class Channel(TenantOwned):
@@ -44,7 +48,7 @@ class Channel(TenantOwned):
     receive_mode = models.CharField(max_length=16, choices=ReceiveMode.choices, default=ReceiveMode.WEBHOOK)
     bot_token = EncryptedTextField(
         blank=True,
-        help_text="Telegram bot token, Slack bot token (xoxb-…), Discord bot token; unused by the generic webhook.",
+        help_text="Telegram bot token, Slack bot token (xoxb-…), Discord bot token, the mailbox's password; unused by the generic webhook.",
     )
     signing_secret = EncryptedTextField(
         blank=True,
@@ -60,7 +64,10 @@ class Channel(TenantOwned):
     account_id = models.CharField(
         max_length=100,
         blank=True,
-        help_text="WhatsApp: the phone number id replies are sent from; Discord: the application id.",
+        help_text=(
+            "WhatsApp: the phone number id replies are sent from; Discord: the application id; "
+            "email: the mailbox's address (also its login)."
+        ),
     )
     bot_username = models.CharField(
         max_length=100,
@@ -72,6 +79,14 @@ class Channel(TenantOwned):
     )
     callback_url = models.URLField(
         blank=True, max_length=500, help_text="Generic webhook: where replies are POSTed (signed)."
+    )
+    imap_url = models.CharField(
+        max_length=300, blank=True, help_text="Email: where mail is fetched, imaps://host:993."
+    )
+    smtp_url = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Email: where replies are sent, smtps://host:465 or smtp://host:587 (STARTTLS).",
     )
     open_to_everyone = models.BooleanField(
         default=False,

@@ -79,3 +79,16 @@ def fake_discord(settings: Any) -> Iterator[FakeDiscord]:
         yield fake
     finally:
         fake.stop()
+
+
+@pytest.fixture
+def fake_mail(settings: Any) -> Iterator[Any]:
+    from tests.fakes.mail import FakeMailServer
+
+    settings.CLAW_EMAIL_ALLOW_PLAINTEXT = True
+    settings.CLAW_EMAIL_POLL_SECONDS = 0.2
+    fake = FakeMailServer(login="agent@claw.test", password="mail-password").start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
