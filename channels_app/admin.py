@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundUpdate
+from channels_app.models import Channel, ChannelConversation, ChannelLink, ChannelLinkCode, InboundUpdate
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin
 
 
@@ -55,6 +55,20 @@ class ChannelAdmin(TenantScopedAdmin):
 class ChannelLinkAdmin(TenantScopedAdmin):
     list_display = ["channel", "platform_user_id", "user", "created_at"]
     search_fields = ["platform_user_id"]
+
+
+@admin.register(ChannelLinkCode)
+class ChannelLinkCodeAdmin(TenantScopedAdmin):
+    """Codes members generated to link a chat account (the code itself is never kept)."""
+
+    list_display = ["user", "created_at", "expires_at", "used_at", "link"]
+    readonly_fields = ["user", "created_at", "expires_at", "used_at", "link"]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(InboundUpdate)

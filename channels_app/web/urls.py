@@ -25,6 +25,8 @@ urlpatterns = [
     path("new/", views.new_session, name="new"),
     path("team/", views.switch_tenant, name="switch_tenant"),
     path("accounts/", accounts.accounts_page, name="accounts"),
+    path("accounts/link-code/", accounts.new_link_code, name="new_link_code"),
+    path("accounts/links/<int:pk>/remove/", accounts.unlink_chat_account, name="unlink_chat_account"),
     path("accounts/<str:kind>/<int:pk>/", accounts.connect_account, name="connect_account"),
     path("accounts/<str:kind>/<int:pk>/remove/", accounts.disconnect_account, name="disconnect_account"),
     path(

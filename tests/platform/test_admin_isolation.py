@@ -24,7 +24,7 @@ from agents.models import (
     Session,
     UsageRecord,
 )
-from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundUpdate
+from channels_app.models import Channel, ChannelConversation, ChannelLink, ChannelLinkCode, InboundUpdate
 from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
@@ -94,6 +94,7 @@ def objects_of(tenant_set) -> dict[type, object]:
         SpendSettings: SpendSettings.objects.unscoped(),
         Channel: Channel.objects.unscoped(),
         ChannelLink: ChannelLink.objects.unscoped(),
+        ChannelLinkCode: ChannelLinkCode.objects.unscoped(),
         ChannelConversation: ChannelConversation.objects.unscoped(),
         InboundUpdate: InboundUpdate.objects.unscoped(),
         MemoryEntry: MemoryEntry.objects.unscoped(),
@@ -135,6 +136,7 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         SpendSettings,
         Channel,
         ChannelLink,
+        ChannelLinkCode,
         ChannelConversation,
         InboundUpdate,
         MemoryEntry,
