@@ -12,7 +12,14 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from channels_app.models import Channel, ChannelConversation, ChannelLink, ChannelLinkCode, InboundUpdate
+from channels_app.models import (
+    Channel,
+    ChannelConversation,
+    ChannelLink,
+    ChannelLinkCode,
+    InboundUpdate,
+    OutboundReply,
+)
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin
 
 
@@ -58,11 +65,44 @@ class ChannelLinkAdmin(TenantScopedAdmin):
 
 
 @admin.register(ChannelLinkCode)
-class ChannelLinkCodeAdmin(TenantScopedAdmin):
+class ChannelLinkCodeAdmin(MemberRuleMixin, TenantScopedAdmin):
     """Codes members generated to link a chat account (the code itself is never kept)."""
 
     list_display = ["user", "created_at", "expires_at", "used_at", "link"]
     readonly_fields = ["user", "created_at", "expires_at", "used_at", "link"]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(OutboundReply)
+class OutboundReplyAdmin(MemberRuleMixin, TenantScopedAdmin):
+    """Replies on their way (or given up): how many parts arrived, the last error,
+    when the sweep tries again."""
+
+    list_display = ["created_at", "channel", "chat_id", "status", "sent_parts", "attempts", "next_attempt_at"]
+    list_filter = ["status"]
+    readonly_fields = [
+        "channel",
+        "chat_id",
+        "thread_id",
+        "parts",
+        "draft_message_id",
+        "sent_parts",
+        "message_ids",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "claimed_until",
+        "last_error",
+        "update",
+        "run",
+        "created_at",
+        "sent_at",
+    ]
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False

@@ -43,6 +43,7 @@ logger = logging.getLogger("claw.channels.polling")
 
 LEASE_SECONDS = 60
 SCAN_SECONDS = 5.0
+SWEEP_SECONDS = 15.0
 POLL_SECONDS = 25
 POLLABLE_KINDS = ("telegram", "discord", "email")
 _pollers: set[asyncio.Future[None]] = set()
@@ -232,10 +233,26 @@ async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> No
         await db_async(release_lease)(channel_id, owner)
 
 
-async def run_pollers(stop: threading.Event, owner: str, *, scan_seconds: float = SCAN_SECONDS) -> None:
-    """Claim and poll channels until ``stop`` is set."""
+async def run_pollers(
+    stop: threading.Event,
+    owner: str,
+    *,
+    scan_seconds: float = SCAN_SECONDS,
+    sweep_seconds: float = SWEEP_SECONDS,
+) -> None:
+    """Claim and poll channels until ``stop`` is set; every ``sweep_seconds`` also
+    sweep the undelivered replies (``channels_app.outbox``)."""
+    from channels_app.outbox import sweep_undelivered
+
     running: dict[int, asyncio.Task[None]] = {}
+    next_sweep = time.monotonic()
     while not stop.is_set():
+        if time.monotonic() >= next_sweep:
+            next_sweep = time.monotonic() + sweep_seconds
+            try:
+                await sweep_undelivered()
+            except Exception:
+                logger.exception("the undelivered-reply sweep failed")
         try:
             for channel_id in await db_async(pollable_channel_ids)():
                 task = running.get(channel_id)

@@ -5,6 +5,7 @@ from channels_app.models.channel import Channel, ChannelKind, ChannelLink, Recei
 from channels_app.models.conversation import ChannelConversation
 from channels_app.models.inbound import InboundStatus, InboundUpdate
 from channels_app.models.link_code import ChannelLinkCode
+from channels_app.models.outbound import OutboundReply, OutboundStatus
 
 __all__ = [
     "Channel",
@@ -14,5 +15,7 @@ __all__ = [
     "ChannelLinkCode",
     "InboundStatus",
     "InboundUpdate",
+    "OutboundReply",
+    "OutboundStatus",
     "ReceiveMode",
 ]

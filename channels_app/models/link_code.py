@@ -12,6 +12,8 @@ from claw_platform.tenancy.models import TenantOwned
 
 
 class ChannelLinkCode(TenantOwned):
+    MEMBER_OWNER = "user"  # a member sees their own codes only (the member rule)
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     code_hash = DigestField(max_length=64, unique=True, editable=False)
     expires_at = models.DateTimeField()

@@ -24,7 +24,14 @@ from agents.models import (
     Session,
     UsageRecord,
 )
-from channels_app.models import Channel, ChannelConversation, ChannelLink, ChannelLinkCode, InboundUpdate
+from channels_app.models import (
+    Channel,
+    ChannelConversation,
+    ChannelLink,
+    ChannelLinkCode,
+    InboundUpdate,
+    OutboundReply,
+)
 from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
@@ -97,6 +104,7 @@ def objects_of(tenant_set) -> dict[type, object]:
         ChannelLinkCode: ChannelLinkCode.objects.unscoped(),
         ChannelConversation: ChannelConversation.objects.unscoped(),
         InboundUpdate: InboundUpdate.objects.unscoped(),
+        OutboundReply: OutboundReply.objects.unscoped(),
         MemoryEntry: MemoryEntry.objects.unscoped(),
         MemoryInjection: MemoryInjection.objects.unscoped(),
     }
@@ -139,6 +147,7 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         ChannelLinkCode,
         ChannelConversation,
         InboundUpdate,
+        OutboundReply,
         MemoryEntry,
         MemoryInjection,
     }
