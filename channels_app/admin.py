@@ -37,6 +37,7 @@ class ChannelAdmin(TenantScopedAdmin):
         "receive_mode",
         "bot_token",
         "signing_secret",
+        "app_token",
         "verify_token",
         "account_id",
         "bot_username",

@@ -10,12 +10,14 @@ runs for the same bot. Updates go the webhook's way (stored, de-duplicated by th
 update id, dispatched); the offset is advanced after they are stored. A Discord
 channel's holder keeps one Gateway connection open instead (resumed after a drop),
 renewing the lease every ``LEASE_SECONDS / 3`` while connected; an email channel's
-holder fetches new mail by UID every ``CLAW_EMAIL_POLL_SECONDS``.
+holder fetches new mail by UID every ``CLAW_EMAIL_POLL_SECONDS``; a Slack channel's
+holder keeps its Socket Mode connection (``adapters/slack/socket_mode.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
@@ -29,7 +31,7 @@ from django.conf import settings
 from django.db import connection
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError
+from channels_app.adapters.base import AdapterError, InboundRequest
 from channels_app.adapters.discord.adapter import DiscordAdapter
 from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
 from channels_app.adapters.email.adapter import EmailAdapter
@@ -45,7 +47,7 @@ LEASE_SECONDS = 60
 SCAN_SECONDS = 5.0
 SWEEP_SECONDS = 15.0
 POLL_SECONDS = 25
-POLLABLE_KINDS = ("telegram", "discord", "email")
+POLLABLE_KINDS = ("telegram", "discord", "email", "slack")
 _pollers: set[asyncio.Future[None]] = set()
 
 _CLAIM_SQL = """
@@ -158,6 +160,34 @@ def _store_discord_message(channel_id: int, data: dict[str, Any]) -> None:
             receive_messages(channel, [message])
 
 
+def _store_slack_payload(channel_id: int, payload: dict[str, Any]) -> None:
+    from channels_app.receive import receive_messages
+
+    channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
+    adapter = adapter_for(channel)
+    with tenant_context(channel.tenant_id):
+        receive_messages(channel, adapter.parse(InboundRequest(b"", {}), payload))
+
+
+async def hold_slack_socket(channel_id: int, owner: str, stop: threading.Event) -> None:
+    """Keep the Slack channel's Socket Mode connection while this worker holds its lease."""
+    from channels_app.adapters.slack.socket_mode import hold_socket_mode
+
+    async def on_payload(payload: dict[str, Any]) -> None:
+        await db_async(_store_slack_payload)(channel_id, payload)
+
+    async def keep_lease() -> bool:
+        return bool(await db_async(claim_lease)(channel_id, owner))
+
+    if not await keep_lease():
+        return
+    channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+    with contextlib.suppress(LeaseLost):
+        await hold_socket_mode(
+            channel, on_payload=on_payload, keep_lease=keep_lease, stop=stop, lease_every=LEASE_SECONDS / 3
+        )
+
+
 async def hold_gateway(channel_id: int, owner: str, stop: threading.Event) -> None:
     """Keep the Discord channel's Gateway connection open while this worker holds
     its lease, reconnecting (resuming) with backoff after a drop."""
@@ -210,6 +240,9 @@ async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> No
         )()
         if kind == "discord":
             await hold_gateway(channel_id, owner, stop)
+            return
+        if kind == "slack":
+            await hold_slack_socket(channel_id, owner, stop)
             return
         poll = poll_mailbox_once if kind == "email" else poll_once
         while not stop.is_set():

@@ -35,7 +35,7 @@ class ReceiveMode(models.TextChoices):
     WEBHOOK = "webhook", "Webhook (the platform calls this server)"
     POLLING = (
         "polling",
-        "From the workers: Telegram long polling, Discord Gateway, IMAP (no public URL needed)",
+        "From the workers: Telegram long polling, Slack socket mode, Discord Gateway, IMAP (no public URL)",
     )
 
 
@@ -57,6 +57,9 @@ class Channel(TenantOwned):
             "Discord: the application's public key (hex); "
             "generic webhook: the HMAC key of both directions."
         ),
+    )
+    app_token = EncryptedTextField(
+        blank=True, help_text="Slack socket mode: the app-level token (xapp-…) with connections:write."
     )
     verify_token = EncryptedTextField(
         blank=True, help_text="WhatsApp: the verify token of the webhook subscription."

@@ -178,14 +178,88 @@ class FakeTelegram(FakePlatform):
 
 
 class FakeSlack(FakePlatform):
+    """Also Socket Mode: ``apps.connections.open`` (the app-level token) answers a
+    WebSocket URL; the socket says ``hello``, sends the envelopes of
+    :meth:`push_envelope` (``{"envelope_id", "type", "payload",
+    "accepts_response_payload", "retry_attempt", "retry_reason"}``) and records the
+    acknowledgements (``{"envelope_id"}``) in ``acks``; an envelope not acknowledged
+    within ``redeliver_after`` seconds is sent again, as Slack does."""
+
     name = "slack"
 
-    def __init__(self, token: str = "xoxb-test") -> None:
+    def __init__(self, token: str = "xoxb-test", app_token: str = "xapp-test") -> None:
         super().__init__()
         self.token = token
+        self.app_token = app_token
+        self.envelopes: deque[dict[str, Any]] = deque()
+        self.acks: list[str] = []
+        self.sockets_opened = 0
+        self.redeliver_after = 1.0
 
     def routes(self, app: web.Application) -> None:
+        app.router.add_post("/api/apps.connections.open", self.connections_open)
         app.router.add_post("/api/{method}", self.handle)
+        app.router.add_get("/link/", self.socket)
+
+    def push_envelope(self, kind: str, payload: dict[str, Any]) -> str:
+        envelope_id = f"env-{next(self.ids)}"
+        with self.lock:
+            self.envelopes.append(
+                {
+                    "envelope_id": envelope_id,
+                    "type": kind,
+                    "payload": payload,
+                    "accepts_response_payload": kind != "events_api",
+                    "retry_attempt": 0,
+                    "retry_reason": "",
+                }
+            )
+        return envelope_id
+
+    async def connections_open(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {self.app_token}":
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        ws_url = self.url.replace("http://", "ws://") + "/link/?ticket=fake-ticket&app_id=A1"
+        return web.json_response({"ok": True, "url": ws_url})
+
+    async def socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        with self.lock:
+            self.sockets_opened += 1
+        hello = {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A1"}}
+        await ws.send_json(hello)
+        unacked: dict[str, tuple[float, dict[str, Any]]] = {}
+        while not ws.closed:
+            with self.lock:
+                pending = list(self.envelopes)
+                self.envelopes.clear()
+                acked = set(self.acks)
+            now = time.monotonic()
+            for envelope_id, (sent_at, envelope) in list(unacked.items()):
+                if envelope_id in acked:
+                    del unacked[envelope_id]
+                elif now - sent_at > self.redeliver_after:
+                    envelope["retry_attempt"] += 1
+                    envelope["retry_reason"] = "timeout"
+                    pending.append(envelope)
+            for envelope in pending:
+                unacked[envelope["envelope_id"]] = (now, envelope)
+                await ws.send_json(envelope)
+            try:
+                frame = await ws.receive(timeout=0.05)
+            except TimeoutError:
+                continue
+            if frame.type == web.WSMsgType.PING:
+                await ws.pong(frame.data)
+                continue
+            if frame.type != web.WSMsgType.TEXT:
+                break
+            data = json.loads(frame.data)
+            with self.lock:
+                if isinstance(data, dict) and data.get("envelope_id"):
+                    self.acks.append(str(data["envelope_id"]))
+        return ws
 
     @property
     def api_url(self) -> str:
