@@ -12,7 +12,14 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundUpdate
+from channels_app.models import (
+    Channel,
+    ChannelConversation,
+    ChannelLink,
+    ChannelLinkCode,
+    InboundUpdate,
+    OutboundReply,
+)
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin
 
 
@@ -30,10 +37,13 @@ class ChannelAdmin(TenantScopedAdmin):
         "receive_mode",
         "bot_token",
         "signing_secret",
+        "app_token",
         "verify_token",
         "account_id",
         "bot_username",
         "callback_url",
+        "imap_url",
+        "smtp_url",
         "open_to_everyone",
         "model_override",
         "prompt_override",
@@ -53,6 +63,53 @@ class ChannelAdmin(TenantScopedAdmin):
 class ChannelLinkAdmin(TenantScopedAdmin):
     list_display = ["channel", "platform_user_id", "user", "created_at"]
     search_fields = ["platform_user_id"]
+
+
+@admin.register(ChannelLinkCode)
+class ChannelLinkCodeAdmin(MemberRuleMixin, TenantScopedAdmin):
+    """Codes members generated to link a chat account (the code itself is never kept)."""
+
+    list_display = ["user", "created_at", "expires_at", "used_at", "link"]
+    readonly_fields = ["user", "created_at", "expires_at", "used_at", "link"]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(OutboundReply)
+class OutboundReplyAdmin(MemberRuleMixin, TenantScopedAdmin):
+    """Replies on their way (or given up): how many parts arrived, the last error,
+    when the sweep tries again."""
+
+    list_display = ["created_at", "channel", "chat_id", "status", "sent_parts", "attempts", "next_attempt_at"]
+    list_filter = ["status"]
+    readonly_fields = [
+        "channel",
+        "chat_id",
+        "thread_id",
+        "parts",
+        "draft_message_id",
+        "sent_parts",
+        "message_ids",
+        "status",
+        "attempts",
+        "next_attempt_at",
+        "claimed_until",
+        "last_error",
+        "update",
+        "run",
+        "created_at",
+        "sent_at",
+    ]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(InboundUpdate)

@@ -65,9 +65,18 @@ async def with_retries(call: Callable[[], Awaitable[T]], *, attempts: int = SEND
 class Draft:
     """A reply that grows in place: the first text is sent, then edited."""
 
-    def __init__(self, adapter: ChannelAdapter, target: Target) -> None:
+    def __init__(
+        self,
+        adapter: ChannelAdapter,
+        target: Target,
+        *,
+        update_id: int | None = None,
+        run_id: int | None = None,
+    ) -> None:
         self.adapter = adapter
         self.target = target
+        self.update_id = update_id
+        self.run_id = run_id
         self.message_id = ""
         self.shown = ""
         self.text = ""
@@ -95,16 +104,21 @@ class Draft:
             logger.info("draft update skipped: %s", exc)
 
     async def finish(self, final: str) -> list[str]:
-        """The final text: the draft edited to its first part, the rest sent."""
+        """The final text: the draft edited to its first part, the rest sent. Kept
+        as an outbound reply until every part is delivered (``channels_app.outbox``):
+        when the platform stays busy, a worker's sweep sends the rest later."""
+        from channels_app.outbox import create_outbound, send_outbound
+
         parts = split_message(final or "(no reply)", self.adapter.max_message_chars)
-        sent: list[str] = []
-        if self.message_id:
-            await with_retries(lambda: self.adapter.edit_text(self.target, self.message_id, parts[0]))
-            sent.append(self.message_id)
-            parts = parts[1:]
-        for part in parts:
-            sent.append(await with_retries(lambda part=part: self.adapter.send_text(self.target, part)))  # type: ignore[misc]
-        return sent
+        row_id = await db_async(create_outbound)(
+            self.adapter.channel,
+            self.target,
+            parts,
+            draft_message_id=self.message_id,
+            update_id=self.update_id,
+            run_id=self.run_id,
+        )
+        return await send_outbound(row_id, self.adapter)
 
 
 def _load_channel(channel_id: int) -> Channel:
@@ -151,7 +165,7 @@ async def deliver_run(
 
     channel = await db_async(_load_channel)(channel_id)
     adapter = adapter_for(channel)
-    draft = Draft(adapter, target)
+    draft = Draft(adapter, target, update_id=update_id, run_id=run_id)
     try:
         with contextlib.suppress(AdapterError):
             await adapter.send_typing(target)
@@ -176,7 +190,8 @@ async def deliver_run(
             logger.warning("run %s still %s when delivery gave up", run_id, status)
     except AdapterError as exc:
         logger.warning("delivery of run %s to %s failed: %s", run_id, channel.kind, exc)
-        await db_async(_note_failure)(update_id, f"delivery failed: {exc}")
+        later = getattr(exc, "sweep_retries", False)
+        await db_async(_note_failure)(update_id, f"delivery {'postponed' if later else 'failed'}: {exc}")
     except Exception:
         logger.exception("delivery of run %s failed", run_id)
         await db_async(_note_failure)(update_id, "delivery failed: internal error")

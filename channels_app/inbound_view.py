@@ -80,6 +80,9 @@ def inbound_view(request: HttpRequest, public_id: Any) -> HttpResponse:
         except ValueError as exc:
             return _error(400, "invalid", str(exc))
         receive_messages(channel, messages)
+        answer = adapter.acknowledgement(payload)
+    if answer is not None:
+        return HttpResponse(answer.body, status=answer.status, content_type=answer.content_type)
     return JsonResponse({"ok": True})
 
 

@@ -1,5 +1,5 @@
-"""Long polling (Telegram ``getUpdates``) from the workers, so an install behind NAT
-needs no public URL (CH3).
+"""Long polling (Telegram ``getUpdates``) and Discord's Gateway from the workers, so
+an install behind NAT needs no public URL (CH3).
 
 Every worker process runs :func:`start_channel_pollers`: every ``SCAN_SECONDS`` it
 looks for enabled channels set to long polling and claims those whose lease is free
@@ -7,23 +7,34 @@ or lapsed (one statement: ``poll_owner`` and ``poll_lease_until``). A claimed ch
 is polled in a loop that renews the lease before every request; a worker that dies
 lets it lapse (``LEASE_SECONDS``) and another takes over, so no second poller ever
 runs for the same bot. Updates go the webhook's way (stored, de-duplicated by the
-update id, dispatched); the offset is advanced after they are stored.
+update id, dispatched); the offset is advanced after they are stored. A Discord
+channel's holder keeps one Gateway connection open instead (resumed after a drop),
+renewing the lease every ``LEASE_SECONDS / 3`` while connected; an email channel's
+holder fetches new mail by UID every ``CLAW_EMAIL_POLL_SECONDS``; a Slack channel's
+holder keeps its Socket Mode connection (``adapters/slack/socket_mode.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from typing import Any
 
+import aiohttp
+from django.conf import settings
 from django.db import connection
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError
+from channels_app.adapters.base import AdapterError, InboundRequest
+from channels_app.adapters.discord.adapter import DiscordAdapter
+from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
+from channels_app.adapters.email.adapter import EmailAdapter
 from channels_app.adapters.telegram.adapter import TelegramAdapter
 from channels_app.models import Channel, ReceiveMode
 from claw_platform.background_loop import submit
@@ -35,8 +46,9 @@ logger = logging.getLogger("claw.channels.polling")
 
 LEASE_SECONDS = 60
 SCAN_SECONDS = 5.0
+SWEEP_SECONDS = 15.0
 POLL_SECONDS = 25
-POLLABLE_KINDS = ("telegram",)
+POLLABLE_KINDS = ("telegram", "discord", "email", "slack")
 _pollers: set[asyncio.Future[None]] = set()
 
 _CLAIM_SQL = """
@@ -89,6 +101,40 @@ def _store_batch(channel_id: int, updates: list[dict[str, Any]]) -> int:
     return offset
 
 
+def _store_mails(channel_id: int, mails: list[tuple[int, bytes]]) -> None:
+    """Store and dispatch fetched mail; then the highest UID is the new offset."""
+    from channels_app.receive import receive_messages
+
+    channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
+    adapter = adapter_for(channel)
+    assert isinstance(adapter, EmailAdapter)
+    with tenant_context(channel.tenant_id):
+        messages = [m for m in (adapter.parse_mail(uid, raw) for uid, raw in mails) if m is not None]
+        receive_messages(channel, messages)
+    offset = max(uid for uid, _raw in mails)
+    Channel.objects.unscoped().filter(pk=channel_id, poll_offset__lt=offset).update(poll_offset=offset)
+
+
+async def poll_mailbox_once(channel_id: int, owner: str) -> bool:
+    """One IMAP round under the lease; False when the lease is lost."""
+    if not await db_async(claim_lease)(channel_id, owner):
+        return False
+    channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+    adapter = adapter_for(channel)
+    if not isinstance(adapter, EmailAdapter):
+        return False
+    mails = await adapter.fetch_new(channel.poll_offset)
+    if mails:
+        await db_async(_store_mails)(channel_id, mails)
+    return True
+
+
+async def _pause(seconds: float, stop: threading.Event) -> None:
+    deadline = time.monotonic() + seconds
+    while not stop.is_set() and time.monotonic() < deadline:  # noqa: ASYNC110 - a thread's Event
+        await asyncio.sleep(min(0.1, seconds))
+
+
 async def poll_once(channel_id: int, owner: str, *, poll_seconds: int = POLL_SECONDS) -> bool:
     """One ``getUpdates`` round under the lease; False when the lease is lost."""
     if not await db_async(claim_lease)(channel_id, owner):
@@ -103,15 +149,110 @@ async def poll_once(channel_id: int, owner: str, *, poll_seconds: int = POLL_SEC
     return True
 
 
+def _store_discord_message(channel_id: int, data: dict[str, Any]) -> None:
+    from channels_app.receive import receive_messages
+
+    channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
+    adapter = adapter_for(channel)
+    assert isinstance(adapter, DiscordAdapter)
+    message = adapter.parse_message(data)
+    if message is not None:
+        with tenant_context(channel.tenant_id):
+            receive_messages(channel, [message])
+
+
+def _store_slack_payload(channel_id: int, payload: dict[str, Any]) -> None:
+    from channels_app.receive import receive_messages
+
+    channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
+    adapter = adapter_for(channel)
+    with tenant_context(channel.tenant_id):
+        receive_messages(channel, adapter.parse(InboundRequest(b"", {}), payload))
+
+
+async def hold_slack_socket(channel_id: int, owner: str, stop: threading.Event) -> None:
+    """Keep the Slack channel's Socket Mode connection while this worker holds its lease."""
+    from channels_app.adapters.slack.socket_mode import hold_socket_mode
+
+    async def on_payload(payload: dict[str, Any]) -> None:
+        await db_async(_store_slack_payload)(channel_id, payload)
+
+    async def keep_lease() -> bool:
+        return bool(await db_async(claim_lease)(channel_id, owner))
+
+    if not await keep_lease():
+        return
+    channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+    with contextlib.suppress(LeaseLost):
+        await hold_socket_mode(
+            channel, on_payload=on_payload, keep_lease=keep_lease, stop=stop, lease_every=LEASE_SECONDS / 3
+        )
+
+
+async def hold_gateway(channel_id: int, owner: str, stop: threading.Event) -> None:
+    """Keep the Discord channel's Gateway connection open while this worker holds
+    its lease, reconnecting (resuming) with backoff after a drop."""
+    state = GatewayState()
+    backoff = 1.0
+
+    async def on_message(data: dict[str, Any]) -> None:
+        await db_async(_store_discord_message)(channel_id, data)
+
+    async def keep_lease() -> bool:
+        return bool(await db_async(claim_lease)(channel_id, owner))
+
+    while not stop.is_set():
+        if not await keep_lease():
+            return
+        channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+        adapter = adapter_for(channel)
+        if not isinstance(adapter, DiscordAdapter) or not channel.enabled:
+            return
+        connection_ = GatewayConnection(
+            adapter,
+            state,
+            on_message=on_message,
+            keep_lease=keep_lease,
+            stop=stop,
+            lease_every=LEASE_SECONDS / 3,
+        )
+        try:
+            await connection_.run()
+            backoff = 1.0
+            continue
+        except LeaseLost:
+            return
+        except AdapterError as exc:
+            wait = exc.retry_after or (backoff if exc.retryable else 60.0)
+            logger.warning("discord gateway of channel %s: %s (next try in %.0fs)", channel_id, exc, wait)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            wait = backoff
+            logger.warning("discord gateway of channel %s dropped: %s", channel_id, type(exc).__name__)
+        await asyncio.sleep(min(wait, 60.0))
+        backoff = min(backoff * 2, 60.0)
+
+
 async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> None:
     """Poll one channel while this worker holds its lease."""
     backoff = 1.0
     try:
+        kind = await db_async(
+            lambda: Channel.objects.unscoped().filter(pk=channel_id).values_list("kind", flat=True).first()
+        )()
+        if kind == "discord":
+            await hold_gateway(channel_id, owner, stop)
+            return
+        if kind == "slack":
+            await hold_slack_socket(channel_id, owner, stop)
+            return
+        poll = poll_mailbox_once if kind == "email" else poll_once
         while not stop.is_set():
             try:
-                if not await poll_once(channel_id, owner):
+                if not await poll(channel_id, owner):
                     return
                 backoff = 1.0
+                if kind == "email":
+                    await _pause(float(settings.CLAW_EMAIL_POLL_SECONDS), stop)
             except AdapterError as exc:
                 wait = exc.retry_after or (backoff if exc.retryable else 30.0)
                 logger.warning("polling channel %s: %s (next try in %.0fs)", channel_id, exc, wait)
@@ -126,17 +267,33 @@ async def poll_channel(channel_id: int, owner: str, stop: threading.Event) -> No
         await db_async(release_lease)(channel_id, owner)
 
 
-async def run_pollers(stop: threading.Event, owner: str, *, scan_seconds: float = SCAN_SECONDS) -> None:
-    """Claim and poll channels until ``stop`` is set."""
+async def run_pollers(
+    stop: threading.Event,
+    owner: str,
+    *,
+    scan_seconds: float = SCAN_SECONDS,
+    sweep_seconds: float = SWEEP_SECONDS,
+) -> None:
+    """Claim and poll channels until ``stop`` is set; every ``sweep_seconds`` also
+    sweep the undelivered replies (``channels_app.outbox``)."""
     # The pollers find and lease every tenant's polling channels (their tasks inherit
     # this; storing a batch enters the channel's own tenant).
     with system_bypass():
-        await _run_pollers(stop, owner, scan_seconds)
+        await _run_pollers(stop, owner, scan_seconds, sweep_seconds)
 
 
-async def _run_pollers(stop: threading.Event, owner: str, scan_seconds: float) -> None:
+async def _run_pollers(stop: threading.Event, owner: str, scan_seconds: float, sweep_seconds: float) -> None:
+    from channels_app.outbox import sweep_undelivered
+
     running: dict[int, asyncio.Task[None]] = {}
+    next_sweep = time.monotonic()
     while not stop.is_set():
+        if time.monotonic() >= next_sweep:
+            next_sweep = time.monotonic() + sweep_seconds
+            try:
+                await sweep_undelivered()
+            except Exception:
+                logger.exception("the undelivered-reply sweep failed")
         try:
             for channel_id in await db_async(pollable_channel_ids)():
                 task = running.get(channel_id)

@@ -290,6 +290,11 @@ CLAW_API_IMAGE_MAX_BODY_BYTES = config.env_int("CLAW_API_IMAGE_MAX_BODY_BYTES", 
 CLAW_TELEGRAM_API_URL = config.env_str("CLAW_TELEGRAM_API_URL", "https://api.telegram.org")
 CLAW_SLACK_API_URL = config.env_str("CLAW_SLACK_API_URL", "https://slack.com/api")
 CLAW_WHATSAPP_API_URL = config.env_str("CLAW_WHATSAPP_API_URL", "https://graph.facebook.com/v21.0")
+CLAW_DISCORD_API_URL = config.env_str("CLAW_DISCORD_API_URL", "https://discord.com/api/v10")
+# Email channels: a plain-text IMAP or SMTP session (no TLS) only where the operator
+# allows it (local test servers); how often a mailbox is polled, in seconds.
+CLAW_EMAIL_ALLOW_PLAINTEXT = config.env_bool("CLAW_EMAIL_ALLOW_PLAINTEXT", False)
+CLAW_EMAIL_POLL_SECONDS = config.env_int("CLAW_EMAIL_POLL_SECONDS", 30, minimum=1)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "claw_platform.api.auth.ApiKeyAuthentication",

@@ -21,6 +21,7 @@ then, in its own transaction, it is dispatched:
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ from agents.actions.conversation import external_session_key, session_for_extern
 from agents.actions.runs import do_decide_approval, do_send_message
 from agents.engine.commands import parse_slash_command
 from agents.models import ApprovalRequest, ApprovalStatus, Run, Session
+from channels_app.actions.linking import REFUSED_DETAIL, LinkRefused, do_link_sender
 from channels_app.adapters.base import InboundMessage, Target
 from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundStatus, InboundUpdate
 from claw_platform.audit.actions import record_audit_event
@@ -42,6 +44,12 @@ from claw_platform.tenancy.models import Role, Tenant
 
 logger = logging.getLogger("claw.channels.inbound")
 
+LINK_COMMAND = re.compile(r"^/link(?:@\S+)?\s+([A-Za-z0-9-]{6,40})\s*$", re.IGNORECASE)
+UNLINKED_NOTICE = (
+    "This bot answers linked members only. If you are a member of the team, open the web "
+    "chat's Connected accounts page, choose “Link a chat account”, and send the code here "
+    "in a private chat as /link CODE."
+)
 REPLY_COMMANDS = {"/approve": "approve", "/yes": "yes", "/deny": "deny", "/no": "no"}
 
 
@@ -63,6 +71,9 @@ class Dispatched:
 
 def record_update(channel: Channel, message: InboundMessage) -> InboundUpdate | None:
     """The update, stored and committed; None when it was stored before (a retry)."""
+    text = message.text
+    if LINK_COMMAND.match(text.strip()):
+        text = "/link [code]"  # a code is a credential: never stored
     try:
         with transaction.atomic():
             return InboundUpdate.objects.unscoped().create(
@@ -71,7 +82,7 @@ def record_update(channel: Channel, message: InboundMessage) -> InboundUpdate | 
                 platform_id=message.platform_id[:200],
                 chat_id=message.chat_id[:200],
                 sender_id=message.sender_id[:200],
-                text=message.text,
+                text=text,
                 payload=dict(message.raw),
             )
     except IntegrityError:
@@ -157,15 +168,15 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
     """Decide what the stored update does; one transaction."""
     target = Target(message.chat_id, message.thread_id)
     with transaction.atomic():
+        linking = LINK_COMMAND.match(message.text.strip())
+        if linking is not None and message.approval is None:
+            return _link_sender(channel, update, message, target, linking.group(1))
         user = sender_identity(channel, message.sender_id)
         if user is None:
             _finish(update, InboundStatus.REFUSED, "sender not linked")
-            notice = ""
-            if message.addressed:
-                notice = (
-                    "This bot answers linked members only. Ask an admin of the team to link "
-                    f"your account (your id on this platform: {message.sender_id})."
-                )
+            notice = (
+                f"{UNLINKED_NOTICE} (Your id here: {message.sender_id[:100]}.)" if message.addressed else ""
+            )
             return Dispatched(update, target, notice=notice)
         if message.approval is not None:
             return _decide_by_button(channel, update, message, user, target)
@@ -188,6 +199,22 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
             update, InboundStatus.DECIDED if decided else InboundStatus.ANSWERED, "", session=session, run=run
         )
         return Dispatched(update, target, run_id=run.pk, session_id=session.pk, after_seq=_event_seq(run.pk))
+
+
+def _link_sender(
+    channel: Channel, update: InboundUpdate, message: InboundMessage, target: Target, code: str
+) -> Dispatched:
+    if not message.is_private:
+        _finish(update, InboundStatus.REFUSED, "link code in a group")
+        return Dispatched(update, target, notice="Send /link in a private chat with the bot, not here.")
+    try:
+        link = do_link_sender(channel, message.sender_id, code)
+    except LinkRefused as exc:
+        _finish(update, InboundStatus.REFUSED, REFUSED_DETAIL)
+        return Dispatched(update, target, notice=str(exc))
+    _finish(update, InboundStatus.ANSWERED, "linked")
+    name = link.user.get_full_name() or link.user.get_username()
+    return Dispatched(update, target, notice=f"Linked: you talk to this bot as {name} now.")
 
 
 def _decide_by_button(

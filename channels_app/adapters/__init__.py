@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 
 def adapter_for(channel: Channel) -> ChannelAdapter:
+    from channels_app.adapters.discord.adapter import DiscordAdapter
+    from channels_app.adapters.email.adapter import EmailAdapter
     from channels_app.adapters.slack.adapter import SlackAdapter
     from channels_app.adapters.telegram.adapter import TelegramAdapter
     from channels_app.adapters.webhook.adapter import WebhookAdapter
@@ -21,6 +23,8 @@ def adapter_for(channel: Channel) -> ChannelAdapter:
         "telegram": TelegramAdapter,
         "slack": SlackAdapter,
         "whatsapp": WhatsAppAdapter,
+        "discord": DiscordAdapter,
+        "email": EmailAdapter,
         "webhook_channel": WebhookAdapter,
     }
     return adapters[channel.kind](channel)

@@ -158,6 +158,10 @@ class ChannelAdapter:
         """An answer the platform expects instead of the usual acknowledgement."""
         return None
 
+    def acknowledgement(self, payload: Any) -> Immediate | None:
+        """The answer once the update is stored (None: ``200 {"ok": true}``)."""
+        return None
+
     def subscribe_challenge(self, request: InboundRequest) -> Immediate | None:
         """The answer to a ``GET`` subscription check (WhatsApp); None: not offered."""
         return None

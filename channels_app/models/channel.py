@@ -26,12 +26,17 @@ class ChannelKind(models.TextChoices):
     TELEGRAM = "telegram", "Telegram"
     SLACK = "slack", "Slack"
     WHATSAPP = "whatsapp", "WhatsApp (Cloud API)"
+    DISCORD = "discord", "Discord"
+    EMAIL = "email", "Email (IMAP in, SMTP out)"
     WEBHOOK = "webhook_channel", "Generic webhook"
 
 
 class ReceiveMode(models.TextChoices):
     WEBHOOK = "webhook", "Webhook (the platform calls this server)"
-    POLLING = "polling", "Long polling from the workers (no public URL needed)"
+    POLLING = (
+        "polling",
+        "From the workers: Telegram long polling, Slack socket mode, Discord Gateway, IMAP (no public URL)",
+    )
 
 
 class Channel(TenantOwned):
@@ -42,28 +47,49 @@ class Channel(TenantOwned):
     enabled = models.BooleanField(default=True)
     receive_mode = models.CharField(max_length=16, choices=ReceiveMode.choices, default=ReceiveMode.WEBHOOK)
     bot_token = EncryptedTextField(
-        blank=True, help_text="Telegram bot token, Slack bot token (xoxb-…); unused by the generic webhook."
+        blank=True,
+        help_text="Telegram bot token, Slack bot token (xoxb-…), Discord bot token, the mailbox's password; unused by the generic webhook.",
     )
     signing_secret = EncryptedTextField(
         blank=True,
         help_text=(
             "Telegram: the webhook's secret token; Slack: the app's signing secret; "
+            "Discord: the application's public key (hex); "
             "generic webhook: the HMAC key of both directions."
         ),
+    )
+    app_token = EncryptedTextField(
+        blank=True, help_text="Slack socket mode: the app-level token (xapp-…) with connections:write."
     )
     verify_token = EncryptedTextField(
         blank=True, help_text="WhatsApp: the verify token of the webhook subscription."
     )
     account_id = models.CharField(
-        max_length=100, blank=True, help_text="WhatsApp: the phone number id replies are sent from."
+        max_length=100,
+        blank=True,
+        help_text=(
+            "WhatsApp: the phone number id replies are sent from; Discord: the application id; "
+            "email: the mailbox's address (also its login)."
+        ),
     )
     bot_username = models.CharField(
         max_length=100,
         blank=True,
-        help_text="How the bot is mentioned in groups: Telegram @username, Slack bot user id (U…).",
+        help_text=(
+            "How the bot is mentioned in groups: Telegram @username, Slack bot user id (U…), "
+            "Discord bot user id."
+        ),
     )
     callback_url = models.URLField(
         blank=True, max_length=500, help_text="Generic webhook: where replies are POSTed (signed)."
+    )
+    imap_url = models.CharField(
+        max_length=300, blank=True, help_text="Email: where mail is fetched, imaps://host:993."
+    )
+    smtp_url = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Email: where replies are sent, smtps://host:465 or smtp://host:587 (STARTTLS).",
     )
     open_to_everyone = models.BooleanField(
         default=False,

@@ -11,6 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from channels_app.access import can_act
+from channels_app.actions.linking import LINK_CODE_TTL, LinkRefused, do_issue_link_code, do_unlink, my_links
 from channels_app.web.security import chat_headers
 from claw_platform.audit.actions import client_ip
 from tools_app.actions.user_tokens import (
@@ -30,11 +31,47 @@ def accounts_page(request: HttpRequest) -> HttpResponse:
     tenant = request.tenant  # type: ignore[attr-defined]
     if tenant is None:
         return render(request, "chat/no_team.html", status=403)
-    return render(
-        request,
-        "chat/accounts.html",
-        {"tenant": tenant, "accounts": connectable(tenant.pk, request.user.pk)},
-    )
+    return _render_accounts(request)
+
+
+def _render_accounts(request: HttpRequest, **extra: object) -> HttpResponse:
+    tenant = request.tenant  # type: ignore[attr-defined]
+    context = {
+        "tenant": tenant,
+        "accounts": connectable(tenant.pk, request.user.pk),
+        "links": my_links(tenant.pk, request.user),
+        "link_code_minutes": int(LINK_CODE_TTL.total_seconds() // 60),
+        **extra,
+    }
+    return render(request, "chat/accounts.html", context)
+
+
+@require_POST
+@login_required
+@chat_headers
+def new_link_code(request: HttpRequest) -> HttpResponse:
+    """A one-time code to send to a bot as ``/link CODE``: shown in this answer only
+    (never stored in clear, never put in a redirect or a flash message)."""
+    tenant = request.tenant  # type: ignore[attr-defined]
+    if tenant is None:
+        return render(request, "chat/no_team.html", status=403)
+    try:
+        code = do_issue_link_code(tenant.pk, request.user)
+    except LinkRefused as exc:
+        return HttpResponseForbidden(str(exc))
+    response = _render_accounts(request, new_link_code=code)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@login_required
+def unlink_chat_account(request: HttpRequest, pk: int) -> HttpResponseRedirect:
+    tenant = request.tenant  # type: ignore[attr-defined]
+    if tenant is None or not do_unlink(tenant.pk, request.user, pk):
+        raise Http404("No such linked account.")
+    messages.success(request, "The chat account is no longer linked.")
+    return redirect("chat:accounts")
 
 
 def _target(request: HttpRequest, kind: str, pk: int) -> McpServer | HttpTool:

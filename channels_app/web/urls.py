@@ -34,6 +34,8 @@ urlpatterns = [
     path("memories/<int:pk>/forget/", memories.forget_memory, name="forget_memory"),
     path("memories/forget-everything/", memories.forget_everything, name="forget_everything"),
     path("accounts/", accounts.accounts_page, name="accounts"),
+    path("accounts/link-code/", accounts.new_link_code, name="new_link_code"),
+    path("accounts/links/<int:pk>/remove/", accounts.unlink_chat_account, name="unlink_chat_account"),
     path("accounts/<str:kind>/<int:pk>/", accounts.connect_account, name="connect_account"),
     path("accounts/<str:kind>/<int:pk>/remove/", accounts.disconnect_account, name="disconnect_account"),
     path(

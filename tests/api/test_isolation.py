@@ -190,6 +190,12 @@ ROUTES: dict[str, Route] = {
     "chat:disconnect_account": Checked("test_the_connected_accounts_page_never_shows_a_token"),
     "usage_report": Collection(auth="login"),
     "dismiss_banner": Checked("test_a_banner_is_dismissed_only_by_its_tenants_owners"),
+    "chat:new_link_code": Checked(
+        "tests/chat_platforms/test_linking.py::test_a_code_links_only_within_its_own_tenant"
+    ),
+    "chat:unlink_chat_account": Checked(
+        "tests/chat_platforms/test_linking.py::test_only_the_member_can_unlink_their_own_account"
+    ),
     "chat:login": Public("the sign-in form"),
     "chat:logout": Public("signs the caller out"),
     # -- the admin (its model pages: see ADMIN_MODEL_ROUTE)

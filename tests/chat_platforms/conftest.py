@@ -11,7 +11,7 @@ import pytest
 
 from channels_app.models import Channel, ChannelLink
 from tests.api.conftest import _in_process_channel_layer, inline_runs  # noqa: F401  (fixtures)
-from tests.fakes.chat_platforms import FakeCallback, FakeSlack, FakeTelegram, FakeWhatsApp
+from tests.fakes.chat_platforms import FakeCallback, FakeDiscord, FakeSlack, FakeTelegram, FakeWhatsApp
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -65,6 +65,29 @@ def inbound_url(channel: Channel) -> str:
 def fake_whatsapp(settings: Any) -> Iterator[FakeWhatsApp]:
     fake = FakeWhatsApp(token="wa-token", phone_id="1555000").start()
     settings.CLAW_WHATSAPP_API_URL = fake.url
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_discord(settings: Any) -> Iterator[FakeDiscord]:
+    fake = FakeDiscord(token="discord-token", bot_id="9000").start()
+    settings.CLAW_DISCORD_API_URL = fake.api_url
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_mail(settings: Any) -> Iterator[Any]:
+    from tests.fakes.mail import FakeMailServer
+
+    settings.CLAW_EMAIL_ALLOW_PLAINTEXT = True
+    settings.CLAW_EMAIL_POLL_SECONDS = 0.2
+    fake = FakeMailServer(login="agent@claw.test", password="mail-password").start()
     try:
         yield fake
     finally:

@@ -178,14 +178,88 @@ class FakeTelegram(FakePlatform):
 
 
 class FakeSlack(FakePlatform):
+    """Also Socket Mode: ``apps.connections.open`` (the app-level token) answers a
+    WebSocket URL; the socket says ``hello``, sends the envelopes of
+    :meth:`push_envelope` (``{"envelope_id", "type", "payload",
+    "accepts_response_payload", "retry_attempt", "retry_reason"}``) and records the
+    acknowledgements (``{"envelope_id"}``) in ``acks``; an envelope not acknowledged
+    within ``redeliver_after`` seconds is sent again, as Slack does."""
+
     name = "slack"
 
-    def __init__(self, token: str = "xoxb-test") -> None:
+    def __init__(self, token: str = "xoxb-test", app_token: str = "xapp-test") -> None:
         super().__init__()
         self.token = token
+        self.app_token = app_token
+        self.envelopes: deque[dict[str, Any]] = deque()
+        self.acks: list[str] = []
+        self.sockets_opened = 0
+        self.redeliver_after = 1.0
 
     def routes(self, app: web.Application) -> None:
+        app.router.add_post("/api/apps.connections.open", self.connections_open)
         app.router.add_post("/api/{method}", self.handle)
+        app.router.add_get("/link/", self.socket)
+
+    def push_envelope(self, kind: str, payload: dict[str, Any]) -> str:
+        envelope_id = f"env-{next(self.ids)}"
+        with self.lock:
+            self.envelopes.append(
+                {
+                    "envelope_id": envelope_id,
+                    "type": kind,
+                    "payload": payload,
+                    "accepts_response_payload": kind != "events_api",
+                    "retry_attempt": 0,
+                    "retry_reason": "",
+                }
+            )
+        return envelope_id
+
+    async def connections_open(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {self.app_token}":
+            return web.json_response({"ok": False, "error": "invalid_auth"})
+        ws_url = self.url.replace("http://", "ws://") + "/link/?ticket=fake-ticket&app_id=A1"
+        return web.json_response({"ok": True, "url": ws_url})
+
+    async def socket(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        with self.lock:
+            self.sockets_opened += 1
+        hello = {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A1"}}
+        await ws.send_json(hello)
+        unacked: dict[str, tuple[float, dict[str, Any]]] = {}
+        while not ws.closed:
+            with self.lock:
+                pending = list(self.envelopes)
+                self.envelopes.clear()
+                acked = set(self.acks)
+            now = time.monotonic()
+            for envelope_id, (sent_at, envelope) in list(unacked.items()):
+                if envelope_id in acked:
+                    del unacked[envelope_id]
+                elif now - sent_at > self.redeliver_after:
+                    envelope["retry_attempt"] += 1
+                    envelope["retry_reason"] = "timeout"
+                    pending.append(envelope)
+            for envelope in pending:
+                unacked[envelope["envelope_id"]] = (now, envelope)
+                await ws.send_json(envelope)
+            try:
+                frame = await ws.receive(timeout=0.05)
+            except TimeoutError:
+                continue
+            if frame.type == web.WSMsgType.PING:
+                await ws.pong(frame.data)
+                continue
+            if frame.type != web.WSMsgType.TEXT:
+                break
+            data = json.loads(frame.data)
+            with self.lock:
+                if isinstance(data, dict) and data.get("envelope_id"):
+                    self.acks.append(str(data["envelope_id"]))
+        return ws
 
     @property
     def api_url(self) -> str:
@@ -299,3 +373,177 @@ class FakeWhatsApp(FakePlatform):
                 "messages": [{"id": message_id}],
             }
         )
+
+
+class FakeDiscord(FakePlatform):
+    """Discord's REST API v10 (``/api/v10/channels/<id>/messages`` …, ``Authorization:
+    Bot <token>``; message objects back; 429 as ``{"message", "retry_after",
+    "global"}`` with ``Retry-After``; a content over 2,000 characters refused as
+    ``Invalid Form Body``) and its Gateway (``GET /api/v10/gateway/bot`` → a
+    WebSocket speaking HELLO / IDENTIFY / READY / heartbeats, then ``MESSAGE_CREATE``
+    dispatches from :meth:`push_message`)."""
+
+    name = "discord"
+
+    def __init__(self, token: str = "discord-token", bot_id: str = "9000") -> None:
+        super().__init__()
+        self.token = token
+        self.bot_id = bot_id
+        self.ids = itertools.count(1_100_000_000_000_000_000)
+        self.dispatches: deque[dict[str, Any]] = deque()
+        self.heartbeat_interval_ms = 500
+        self.gateway_frames: list[dict[str, Any]] = []
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}/api/v10"
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/api/v10/channels/{channel}/messages", self.create_message)
+        app.router.add_patch("/api/v10/channels/{channel}/messages/{message}", self.edit_message)
+        app.router.add_post("/api/v10/channels/{channel}/typing", self.typing)
+        app.router.add_post("/api/v10/webhooks/{application}/{token}", self.followup)
+        app.router.add_get("/api/v10/gateway/bot", self.gateway_bot)
+        app.router.add_get("/gateway/", self.gateway)
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The channel as users see it: message id -> latest content, in send order."""
+        shown: dict[str, dict[str, Any]] = {}
+        for method, body in list(self.calls):
+            if method == "create_message":
+                shown[body["_id"]] = dict(body)
+            elif method == "edit_message" and body.get("_id") in shown:
+                shown[body["_id"]]["content"] = body["content"]
+        return list(shown.values())
+
+    def push_message(self, data: dict[str, Any]) -> None:
+        with self.lock:
+            self.dispatches.append({"t": "MESSAGE_CREATE", "d": data})
+
+    def _refusal(self, request: web.Request, method: str, body: dict[str, Any]) -> web.Response | None:
+        if request.headers.get("Authorization") != f"Bot {self.token}":
+            return web.json_response({"message": "401: Unauthorized", "code": 0}, status=401)
+        failure = self.take_failure(method)
+        if failure is not None:
+            status, retry_after = failure
+            self.record(f"!{method}", body)
+            if status == 429:
+                wait = retry_after if retry_after is not None else 0.2
+                return web.json_response(
+                    {"message": "You are being rate limited.", "retry_after": wait, "global": False},
+                    status=429,
+                    headers={"Retry-After": str(wait), "X-RateLimit-Scope": "user"},
+                )
+            return web.json_response({"message": f"{status}: error", "code": 0}, status=status)
+        if len(str(body.get("content", ""))) > 2000:
+            self.record(f"!{method}", body)
+            error = {
+                "_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]
+            }
+            return web.json_response(
+                {"code": 50035, "errors": {"content": error}, "message": "Invalid Form Body"}, status=400
+            )
+        return None
+
+    def _message(self, message_id: str, channel: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": message_id,
+            "type": 0,
+            "channel_id": channel,
+            "content": body.get("content", ""),
+            "author": {"id": self.bot_id, "username": "claw", "bot": True},
+            "components": body.get("components", []),
+            "timestamp": "2026-11-26T00:00:00.000000+00:00",
+        }
+
+    async def create_message(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        refused = self._refusal(request, "create_message", body)
+        if refused is not None:
+            return refused
+        message_id = str(next(self.ids))
+        body["_id"] = message_id
+        body["_channel"] = request.match_info["channel"]
+        self.record("create_message", body)
+        return web.json_response(self._message(message_id, request.match_info["channel"], body))
+
+    async def edit_message(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        refused = self._refusal(request, "edit_message", body)
+        if refused is not None:
+            return refused
+        body["_id"] = request.match_info["message"]
+        self.record("edit_message", body)
+        return web.json_response(self._message(body["_id"], request.match_info["channel"], body))
+
+    async def typing(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request, "typing", {})
+        if refused is not None:
+            return refused
+        self.record("typing", {"channel": request.match_info["channel"]})
+        return web.Response(status=204)
+
+    async def followup(self, request: web.Request) -> web.Response:
+        # Interaction webhooks are authorised by the interaction token in the path.
+        body = await request.json()
+        body["_token"] = request.match_info["token"]
+        self.record("followup", body)
+        return web.json_response(self._message(str(next(self.ids)), "0", body))
+
+    async def gateway_bot(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request, "gateway_bot", {})
+        if refused is not None:
+            return refused
+        ws_url = self.url.replace("http://", "ws://") + "/gateway"
+        return web.json_response(
+            {
+                "url": ws_url,
+                "shards": 1,
+                "session_start_limit": {
+                    "total": 1000,
+                    "remaining": 999,
+                    "reset_after": 0,
+                    "max_concurrency": 1,
+                },
+            }
+        )
+
+    async def gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        seq = itertools.count(1)
+        await ws.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}})
+        first = await ws.receive_json(timeout=10)
+        with self.lock:
+            self.gateway_frames.append(first)
+        if (first.get("d") or {}).get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return ws
+        if first.get("op") == 2:
+            ready = {
+                "v": 10,
+                "user": {"id": self.bot_id, "username": "claw", "bot": True},
+                "session_id": "fake-session",
+                "resume_gateway_url": self.url.replace("http://", "ws://") + "/gateway",
+                "guilds": [],
+                "application": {"id": "7000", "flags": 0},
+            }
+            await ws.send_json({"op": 0, "t": "READY", "s": next(seq), "d": ready})
+        while not ws.closed:
+            with self.lock:
+                pending = list(self.dispatches)
+                self.dispatches.clear()
+            for event in pending:
+                await ws.send_json({"op": 0, "s": next(seq), **event})
+            try:
+                frame = await ws.receive(timeout=0.05)
+            except TimeoutError:
+                continue
+            if frame.type != web.WSMsgType.TEXT:
+                break
+            data = json.loads(frame.data)
+            with self.lock:
+                self.gateway_frames.append(data)
+            if data.get("op") == 1:
+                await ws.send_json({"op": 11})
+        return ws

@@ -25,7 +25,14 @@ from agents.models import (
     Session,
     UsageRecord,
 )
-from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundUpdate
+from channels_app.models import (
+    Channel,
+    ChannelConversation,
+    ChannelLink,
+    ChannelLinkCode,
+    InboundUpdate,
+    OutboundReply,
+)
 from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
@@ -98,8 +105,10 @@ def objects_of(tenant_set) -> dict[type, object]:
         SpendSettings: SpendSettings.objects.unscoped(),
         Channel: Channel.objects.unscoped(),
         ChannelLink: ChannelLink.objects.unscoped(),
+        ChannelLinkCode: ChannelLinkCode.objects.unscoped(),
         ChannelConversation: ChannelConversation.objects.unscoped(),
         InboundUpdate: InboundUpdate.objects.unscoped(),
+        OutboundReply: OutboundReply.objects.unscoped(),
         MemoryEntry: MemoryEntry.objects.unscoped(),
         MemoryInjection: MemoryInjection.objects.unscoped(),
         ToolHealth: ToolHealth.objects.unscoped(),
@@ -141,8 +150,10 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         SpendSettings,
         Channel,
         ChannelLink,
+        ChannelLinkCode,
         ChannelConversation,
         InboundUpdate,
+        OutboundReply,
         MemoryEntry,
         MemoryInjection,
         ToolHealth,

@@ -1,0 +1,264 @@
+"""Email: IMAP in (polled by a worker under the channel's lease, aioimaplib) and SMTP
+out (aiosmtplib).
+
+The mailbox is the channel's ``account_id`` (the address, also the login) with the
+``bot_token`` as its password; ``imap_url`` and ``smtp_url`` say where its servers
+are: ``imaps://host:993`` (TLS), ``smtps://host:465`` (TLS) or ``smtp://host:587``
+(STARTTLS, required). Plain-text ``imap://`` and an SMTP session without TLS are
+refused unless the operator allows them (``CLAW_EMAIL_ALLOW_PLAINTEXT``, for local
+test servers). Hosts go through the SSRF guard with the tenant's allow-list.
+
+Inbound mail is fetched by UID above the last one seen (``poll_offset``), de-duplicated
+by ``Message-ID``, and threaded: the thread is the first id of ``References`` (else
+``In-Reply-To``, else the message's own id), so a reply continues its session.
+Mail is always private (one sender); automatic mail (``Auto-Submitted``, bulk or
+list ``Precedence``), the mailbox's own mail and mail over ``MAX_MAIL_BYTES`` are
+never answered (no loops with auto-responders). The quoted part of a reply is
+dropped, so "yes" above a quoted approval request approves it. Replies are sent
+whole (mail has no draft to edit) with ``In-Reply-To`` and ``References`` set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import ssl
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.utils import formataddr, getaddresses, make_msgid, parseaddr
+from typing import Any
+from urllib.parse import urlsplit
+
+import aioimaplib
+import aiosmtplib
+from django.conf import settings
+from inscriptis import get_text
+
+from channels_app.adapters.base import (
+    AdapterError,
+    ChannelAdapter,
+    InboundMessage,
+    InboundRequest,
+    Target,
+    VerificationFailed,
+)
+from claw_platform.db import db_async
+
+MAX_MESSAGE_CHARS = 20_000
+MAX_MAIL_BYTES = 2 * 1024 * 1024
+MAX_FETCH = 50
+TIMEOUT_SECONDS = 30.0
+_MESSAGE_ID = re.compile(r"<[^<>\s]{1,250}>")
+_QUOTE_HEADER = re.compile(r"^(On .{0,300} wrote:|-----Original Message-----)\s*$", re.IGNORECASE)
+_FETCH_UID = re.compile(rb"UID (\d+)")
+
+
+class EmailError(AdapterError):
+    platform = "email"
+
+
+def _message_ids(value: str) -> list[str]:
+    return _MESSAGE_ID.findall(value or "")
+
+
+def strip_quoted(text: str) -> str:
+    """The new part of a reply: the lines above "On … wrote:" and without "> " quotes."""
+    kept: list[str] = []
+    for line in text.splitlines():
+        if _QUOTE_HEADER.match(line.strip()):
+            break
+        if not line.lstrip().startswith(">"):
+            kept.append(line)
+    return "\n".join(kept).strip()
+
+
+class EmailAdapter(ChannelAdapter):
+    kind = "email"
+    max_message_chars = MAX_MESSAGE_CHARS
+    can_edit = False
+    has_buttons = False
+    error_type = EmailError
+    timeout = TIMEOUT_SECONDS
+
+    @property
+    def address(self) -> str:
+        return self.channel.account_id.strip().lower()
+
+    # -------------------------------------------------------------- inbound
+
+    def verify(self, request: InboundRequest) -> None:
+        raise VerificationFailed("An email channel receives mail over IMAP, not here.", 403)
+
+    def parse(self, request: InboundRequest, payload: Any) -> list[InboundMessage]:
+        return []
+
+    def parse_mail(self, uid: int, raw: bytes) -> InboundMessage | None:
+        """One fetched mail, normalised (None: not for the agent)."""
+        if len(raw) > MAX_MAIL_BYTES:
+            return None
+        mail = BytesParser(policy=policy.default).parsebytes(raw)
+        sender = parseaddr(str(mail.get("From", "")))[1].strip().lower()
+        if not sender or "@" not in sender or sender == self.address:
+            return None
+        if str(mail.get("Auto-Submitted", "no")).strip().lower() != "no":
+            return None
+        if str(mail.get("Precedence", "")).strip().lower() in ("bulk", "list", "junk"):
+            return None
+        own_id = (_message_ids(str(mail.get("Message-ID", ""))) or [f"<uid-{uid}@{self.channel.public_id}>"])[
+            0
+        ]
+        references = _message_ids(str(mail.get("References", ""))) or _message_ids(
+            str(mail.get("In-Reply-To", ""))
+        )
+        thread = references[0] if references else own_id
+        body = mail.get_body(preferencelist=("plain", "html"))
+        text = ""
+        if isinstance(body, EmailMessage):
+            content = body.get_content()
+            text = str(content) if body.get_content_subtype() == "plain" else get_text(str(content))
+        text = strip_quoted(text.replace("\x00", ""))
+        subject = str(mail.get("Subject", "")).replace("\x00", "")[:300]
+        if not text:
+            text = subject
+        name = getaddresses([str(mail.get("From", ""))])[0][0]
+        return InboundMessage(
+            platform_id=own_id[:200],
+            chat_id=sender[:200],
+            sender_id=sender[:200],
+            sender_name=str(name)[:100],
+            text=text,
+            thread_id=thread[:200],
+            is_private=True,
+            addressed=True,
+            raw={"uid": uid, "message_id": own_id, "subject": subject, "references": references[-20:]},
+        )
+
+    # -------------------------------------------------------------- servers
+
+    async def _checked(self, url: str, schemes: dict[str, int]) -> tuple[str, str, int]:
+        from tools_app.guards.ssrf import BlockedDestination, UnresolvableHost
+        from tools_app.runtime.network import guard_for_tenant
+
+        parts = urlsplit(url.strip())
+        scheme = parts.scheme.lower()
+        if scheme not in schemes or not parts.hostname:
+            raise EmailError(f"email: {url[:80]!r} is not one of {', '.join(schemes)}", retryable=False)
+        host, port = parts.hostname, parts.port or schemes[scheme]
+        guard = await db_async(guard_for_tenant)(self.channel.tenant_id)
+        try:
+            await guard.resolve_checked(host, port)
+        except (BlockedDestination, UnresolvableHost) as exc:
+            raise EmailError(f"email: {host} refused ({exc})", retryable=False) from None
+        return scheme, host, port
+
+    async def fetch_new(self, after_uid: int) -> list[tuple[int, bytes]]:
+        """Mail in INBOX with a UID above ``after_uid`` (at most ``MAX_FETCH``), oldest first."""
+        scheme, host, port = await self._checked(self.channel.imap_url, {"imaps": 993, "imap": 143})
+        if scheme == "imap" and not settings.CLAW_EMAIL_ALLOW_PLAINTEXT:
+            raise EmailError("email: imap:// sends the password in clear; use imaps://", retryable=False)
+        client: aioimaplib.IMAP4
+        if scheme == "imaps":
+            client = aioimaplib.IMAP4_SSL(host=host, port=port, timeout=self.timeout)
+        else:
+            client = aioimaplib.IMAP4(host=host, port=port, timeout=self.timeout)
+        try:
+            await client.wait_hello_from_server()
+            login = await client.login(self.address, self.channel.bot_token)
+            if login.result != "OK":
+                raise EmailError("email: the IMAP login was refused", retryable=False)
+            selected = await client.select("INBOX")
+            if selected.result != "OK":
+                raise EmailError("email: INBOX could not be selected", retryable=True)
+            fetched = await client.uid("fetch", f"{after_uid + 1}:*", "(UID BODY.PEEK[])")
+            if fetched.result != "OK":
+                raise EmailError("email: FETCH failed", retryable=True)
+            return sorted(m for m in _fetched_mails(fetched.lines) if m[0] > after_uid)[:MAX_FETCH]
+        except (OSError, TimeoutError, aioimaplib.Abort, aioimaplib.CommandTimeout, ssl.SSLError) as exc:
+            raise EmailError(f"email IMAP: {type(exc).__name__}", retryable=True) from None
+        finally:
+            with contextlib.suppress(Exception):  # the session is over either way
+                await client.logout()
+
+    # -------------------------------------------------------------- outbound
+
+    async def send_text(self, target: Target, text: str) -> str:
+        subject = await db_async(_thread_subject)(self.channel.pk, target.thread_id)
+        mail = EmailMessage()
+        domain = self.address.rpartition("@")[2] or "localhost"
+        message_id = make_msgid(domain=domain)
+        mail["From"] = formataddr((self.channel.agent.name[:60], self.address))
+        mail["To"] = target.chat_id
+        mail["Subject"] = (
+            subject if subject.lower().startswith("re:") else f"Re: {subject or self.channel.name}"
+        )
+        mail["Message-ID"] = message_id
+        mail["Auto-Submitted"] = "auto-replied"
+        if target.thread_id:
+            mail["In-Reply-To"] = target.thread_id
+            mail["References"] = target.thread_id
+        mail.set_content(text)
+        await self._send(mail)
+        return message_id
+
+    async def _send(self, mail: EmailMessage) -> None:
+        scheme, host, port = await self._checked(self.channel.smtp_url, {"smtps": 465, "smtp": 587})
+        plaintext_ok = bool(settings.CLAW_EMAIL_ALLOW_PLAINTEXT)
+        try:
+            await aiosmtplib.send(
+                mail,
+                hostname=host,
+                port=port,
+                username=self.address,
+                password=self.channel.bot_token,
+                use_tls=scheme == "smtps",
+                start_tls=None if plaintext_ok and scheme == "smtp" else scheme == "smtp",
+                timeout=self.timeout,
+            )
+        except aiosmtplib.SMTPResponseException as exc:
+            # 4xx: a temporary refusal (greylisting, a full queue): try again; 5xx: no.
+            raise EmailError(
+                f"email SMTP: {exc.code} {exc.message[:150]}", retryable=400 <= exc.code < 500
+            ) from None
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
+            raise EmailError(f"email SMTP: {type(exc).__name__}", retryable=True) from None
+
+
+def _fetched_mails(lines: list[Any]) -> list[tuple[int, bytes]]:
+    """``(uid, raw mail)`` pairs from a UID FETCH response: a line ``n FETCH (UID u
+    BODY[] {size}`` followed by the literal."""
+    mails: list[tuple[int, bytes]] = []
+    for index, line in enumerate(lines[:-1]):
+        if (
+            not isinstance(line, bytes | bytearray)
+            or b"FETCH" not in line
+            or not line.rstrip().endswith(b"}")
+        ):
+            continue
+        uid = _FETCH_UID.search(bytes(line))
+        following = lines[index + 1]
+        if uid and isinstance(following, bytes | bytearray):
+            mails.append((int(uid.group(1)), bytes(following)))
+    return mails
+
+
+def _thread_subject(channel_id: int, thread_id: str) -> str:
+    from channels_app.models import InboundUpdate
+
+    if not thread_id:
+        return ""
+    row = (
+        InboundUpdate.objects.unscoped()
+        .filter(channel_id=channel_id, payload__message_id=thread_id)
+        .values_list("payload", flat=True)
+        .first()
+    )
+    if row is None:
+        row = (
+            InboundUpdate.objects.unscoped()
+            .filter(channel_id=channel_id, payload__references__contains=[thread_id])
+            .order_by("received_at")
+            .values_list("payload", flat=True)
+            .first()
+        )
+    return str((row or {}).get("subject", ""))[:300]

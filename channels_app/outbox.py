@@ -1,0 +1,158 @@
+"""Replies are never lost (the undelivered-reply sweep).
+
+A final reply is written as an :class:`OutboundReply` (its parts, split to the
+platform's limit) before its first part is sent, and advanced part by part as the
+platform accepts them. The live delivery holds the row by a claim
+(``LIVE_CLAIM``); when the platform stays busy (a retryable error after the
+delivery's own retries) the row waits for ``next_attempt_at`` (backoff doubling from
+``FIRST_RETRY`` up to ``MAX_BACKOFF``) and a worker's sweep (:func:`sweep_undelivered`,
+run by ``channels_app.polling.run_pollers``) claims it, ``FOR UPDATE SKIP LOCKED``
+with a lease so no two workers send it, and sends the parts not yet delivered. A
+process that died mid-delivery leaves its row to the sweep once the claim lapses. An
+error no retry can help (a 4xx) marks it failed; so do ``MAX_ATTEMPTS`` rounds.
+
+At most once per part except in one window: a platform that accepted a part just
+before the process died, before the row was advanced, gets that part again.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from channels_app.adapters import adapter_for
+from channels_app.adapters.base import AdapterError, ChannelAdapter, Target
+from channels_app.models import Channel, OutboundReply, OutboundStatus
+from claw_platform.db import db_async
+
+logger = logging.getLogger("claw.channels.outbox")
+
+LIVE_CLAIM = timedelta(minutes=5)
+SWEEP_CLAIM = timedelta(minutes=2)
+FIRST_RETRY = timedelta(seconds=30)
+MAX_BACKOFF = timedelta(hours=1)
+MAX_ATTEMPTS = 10
+
+_CLAIM_SQL = """
+UPDATE channels_app_outboundreply SET claimed_until = now() + make_interval(secs => %(lease)s)
+WHERE id IN (
+    SELECT id FROM channels_app_outboundreply
+    WHERE status = 'pending' AND next_attempt_at <= now()
+      AND (claimed_until IS NULL OR claimed_until < now())
+    ORDER BY next_attempt_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING id
+"""
+
+
+def create_outbound(
+    channel: Channel,
+    target: Target,
+    parts: list[str],
+    *,
+    draft_message_id: str = "",
+    update_id: int | None = None,
+    run_id: int | None = None,
+) -> int:
+    now = timezone.now()
+    return int(
+        OutboundReply.objects.unscoped()
+        .create(
+            tenant_id=channel.tenant_id,
+            channel=channel,
+            chat_id=target.chat_id[:200],
+            thread_id=target.thread_id[:200],
+            parts=parts,
+            draft_message_id=draft_message_id[:200],
+            next_attempt_at=now,
+            claimed_until=now + LIVE_CLAIM,
+            update_id=update_id,
+            run_id=run_id,
+        )
+        .pk
+    )
+
+
+def claim_due(limit: int = 20) -> list[int]:
+    """Claim up to ``limit`` replies due for another try (none that another holds)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, {"lease": SWEEP_CLAIM.total_seconds(), "limit": limit})
+        return [int(row[0]) for row in cursor.fetchall()]
+
+
+def _load(row_id: int) -> OutboundReply:
+    return OutboundReply.objects.unscoped().select_related("channel", "channel__agent").get(pk=row_id)
+
+
+def _advance(row_id: int, index: int, message_id: str) -> None:
+    with transaction.atomic():
+        row = OutboundReply.objects.unscoped().select_for_update().get(pk=row_id)
+        row.sent_parts = index + 1
+        row.message_ids = [*row.message_ids, message_id]
+        fields = ["sent_parts", "message_ids"]
+        if row.sent_parts >= len(row.parts):
+            row.status, row.sent_at, row.claimed_until = OutboundStatus.SENT, timezone.now(), None
+            fields += ["status", "sent_at", "claimed_until"]
+        row.save(update_fields=fields)
+
+
+def _postpone(row_id: int, error: str, retryable: bool) -> bool:
+    """Record the failure; True when the sweep will try again."""
+    row = OutboundReply.objects.unscoped().get(pk=row_id)
+    row.attempts += 1
+    row.last_error = error[:500]
+    row.claimed_until = None
+    again = retryable and row.attempts < MAX_ATTEMPTS
+    if again:
+        row.next_attempt_at = timezone.now() + min(FIRST_RETRY * 2 ** (row.attempts - 1), MAX_BACKOFF)
+    else:
+        row.status = OutboundStatus.FAILED
+    row.save(update_fields=["attempts", "last_error", "claimed_until", "next_attempt_at", "status"])
+    return again
+
+
+async def send_outbound(row_id: int, adapter: ChannelAdapter | None = None) -> list[str]:
+    """Send the parts of the reply not delivered yet; the platform's message ids.
+    Raises the adapter's error (after recording it on the row)."""
+    from channels_app.delivery import with_retries
+
+    row = await db_async(_load)(row_id)
+    adapter = adapter or adapter_for(row.channel)
+    target = Target(row.chat_id, row.thread_id)
+    ids = list(row.message_ids)
+    try:
+        for index in range(row.sent_parts, len(row.parts)):
+            part = str(row.parts[index])
+            if index == 0 and row.draft_message_id:
+                draft = row.draft_message_id
+                await with_retries(lambda part=part, draft=draft: adapter.edit_text(target, draft, part))  # type: ignore[misc]
+                message_id = draft
+            else:
+                message_id = await with_retries(lambda part=part: adapter.send_text(target, part))  # type: ignore[misc]
+            await db_async(_advance)(row_id, index, message_id)
+            ids.append(message_id)
+    except AdapterError as exc:
+        again = await db_async(_postpone)(row_id, str(exc), exc.retryable)
+        exc.sweep_retries = again  # type: ignore[attr-defined]
+        raise
+    return ids
+
+
+async def sweep_undelivered(limit: int = 20) -> int:
+    """One sweep: claim the replies due and send what is left of each; how many
+    were delivered in full."""
+    delivered = 0
+    for row_id in await db_async(claim_due)(limit):
+        try:
+            await send_outbound(row_id)
+            delivered += 1
+        except AdapterError as exc:
+            logger.info("undelivered reply %s still not delivered: %s", row_id, exc)
+        except Exception:
+            logger.exception("undelivered reply %s could not be sent", row_id)
+            await db_async(_postpone)(row_id, "internal error", True)
+    return delivered

@@ -1,0 +1,131 @@
+"""A local mail server for email channels: SMTP by aiosmtpd (AUTH required, each
+message recorded as ``(mail from, rcpt tos, parsed message)``; ``fail_next(code)``
+refuses the next DATA with that reply) and IMAP4rev1 by aioimaplib's bundled test
+server (:meth:`deliver` puts a mail into a mailbox's INBOX with the next UID). Both
+run on one event loop in a thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from typing import Any
+
+from aioimaplib.imap_testing_server import Mail, MockImapServer
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+
+class FakeMailServer:
+    def __init__(self, *, login: str, password: str) -> None:
+        self.login = login
+        self.password = password
+        self.sent: list[tuple[str, list[str], EmailMessage]] = []
+        self.auth_failures = 0
+        self.failures: deque[str] = deque()
+        self.lock = threading.Lock()
+        self.smtp_port = 0
+        self.imap_port = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._imap: MockImapServer | None = None
+
+    # SMTP ------------------------------------------------------------------
+
+    def authenticate(
+        self, server: SMTP, session: Session, envelope: Envelope, mechanism: str, data: Any
+    ) -> AuthResult:
+        ok = (
+            isinstance(data, LoginPassword)
+            and data.login.decode() == self.login
+            and data.password.decode() == self.password
+        )
+        if not ok:
+            with self.lock:
+                self.auth_failures += 1
+        return AuthResult(success=ok)
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        with self.lock:
+            if self.failures:
+                return self.failures.popleft()
+        raw = envelope.content if isinstance(envelope.content, bytes) else str(envelope.content).encode()
+        message = BytesParser(policy=policy.default).parsebytes(raw)
+        assert isinstance(message, EmailMessage)
+        with self.lock:
+            self.sent.append((str(envelope.mail_from), list(envelope.rcpt_tos), message))
+        return "250 2.0.0 OK queued"
+
+    def fail_next(self, reply: str, times: int = 1) -> None:
+        with self.lock:
+            self.failures.extend([reply] * times)
+
+    def sent_mail(self) -> list[EmailMessage]:
+        with self.lock:
+            return [m for _f, _t, m in self.sent]
+
+    def wait_for(self, predicate: Any, timeout: float = 20.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate(self)
+            if value:
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"mail: condition not met in {timeout}s; sent: {self.sent_mail()}")
+
+    # IMAP ------------------------------------------------------------------
+
+    def deliver(self, message: EmailMessage, *, to: str | None = None) -> int:
+        """Put ``message`` into the INBOX of ``to`` (the channel's mailbox); its UID."""
+        assert self._imap is not None
+        imap = self._imap
+        future = asyncio.run_coroutine_threadsafe(
+            self._deliver(imap, Mail(message), to or self.login), self._loop
+        )
+        return future.result(10)
+
+    @staticmethod
+    async def _deliver(imap: MockImapServer, mail: Mail, to: str) -> int:
+        return int(imap.receive(mail, imap_user=to)[0])
+
+    # lifecycle -------------------------------------------------------------
+
+    def start(self) -> FakeMailServer:
+        started = threading.Event()
+
+        async def serve() -> None:
+            loop = asyncio.get_running_loop()
+            smtp = await loop.create_server(
+                lambda: SMTP(
+                    self,
+                    hostname="mail.test",
+                    authenticator=self.authenticate,
+                    auth_required=True,
+                    auth_require_tls=False,
+                ),
+                "127.0.0.1",
+                0,
+            )
+            self.smtp_port = smtp.sockets[0].getsockname()[1]
+            self._imap = MockImapServer(loop=loop)
+            imap = await self._imap.run_server(host="127.0.0.1", port=0)
+            self.imap_port = imap.sockets[0].getsockname()[1]
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(serve())
+            started.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="fake-mail", daemon=True)
+        self._thread.start()
+        started.wait(10)
+        return self
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
