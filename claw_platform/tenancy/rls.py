@@ -35,10 +35,13 @@ from django.db import connections
 POLICY = "claw_tenant"
 TENANT_SETTING = "claw.tenant_id"
 BYPASS_SETTING = "claw.rls_bypass"
+# Each setting read in a scalar subquery: PostgreSQL evaluates it once per statement
+# (an InitPlan), not once per row, and compares tenant_id with a constant.
 _EMPTY = "nullif(current_setting('claw.tenant_id', true), '')"
-_BYPASS = "current_setting('claw.rls_bypass', true) = 'on'"
-STRICT_EXPRESSION = f"(tenant_id = {_EMPTY}::bigint OR {_BYPASS})"
-LENIENT_EXPRESSION = f"({_EMPTY} IS NULL OR tenant_id = {_EMPTY}::bigint OR {_BYPASS})"
+_TENANT = f"(SELECT {_EMPTY}::bigint)"
+_BYPASS = "(SELECT current_setting('claw.rls_bypass', true) = 'on')"
+STRICT_EXPRESSION = f"(tenant_id = {_TENANT} OR {_BYPASS})"
+LENIENT_EXPRESSION = f"({_TENANT} IS NULL OR tenant_id = {_TENANT} OR {_BYPASS})"
 _CACHE_ATTR = "_claw_tenant_setting"
 
 
