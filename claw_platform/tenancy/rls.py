@@ -174,7 +174,7 @@ def system_connection_params(params: dict[str, Any]) -> dict[str, Any]:
 @contextmanager
 def system_bypass() -> Iterator[None]:
     """THE explicit escape from row-level security, for system code that must read or
-    write across tenants (run claims, the sweeper, the relay pump, token -> tenant
+    write across tenants (run claims, the sweeper, group commits, token -> tenant
     look-ups), even inside a tenant's context: the scope of ``all_tenants()``, whose
     statements run with ``claw.rls_bypass = 'on'``. A ``tenant_context`` entered inside
     it binds to that tenant again. Grep for ``system_bypass`` to find every use; each
