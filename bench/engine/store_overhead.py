@@ -270,6 +270,7 @@ async def compare_rls(agent: Any, server: ArrivalServer, args: argparse.Namespac
             f"{label}, RLS on: p50 {statistics.median(on):.2f} ms, p95 {percentile(on, 95):.2f} ms  (target {unit})"
         )
         print(
+            f"  RLS off: p50 {statistics.median(off):.2f} ms, p95 {percentile(off, 95):.2f} ms\n"
             f"  RLS cost: p50 on {statistics.median(on):.2f} / off {statistics.median(off):.2f} ms = ratio "
             f"{statistics.median(on) / statistics.median(off):.3f}; p95 ratio "
             f"{percentile(on, 95) / percentile(off, 95):.3f}  (target < 1.05)"

@@ -49,7 +49,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"claw chat: {exc}", file=sys.stderr)
             return 1
         color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        asyncio.run(_repl(session_id, agent_name, stream=not args.no_stream, color=color))
+        from agents.models import Session
+        from claw_platform.tenancy.context import tenant_context
+
+        # The conversation acts in its own tenant, not under the command's system bypass.
+        tenant_id = Session._base_manager.filter(pk=session_id).values_list("tenant_id", flat=True).get()
+        with tenant_context(tenant_id):
+            asyncio.run(_repl(session_id, agent_name, stream=not args.no_stream, color=color))
         return 0
     finally:
         if database is not None and database.started_here:

@@ -35,10 +35,13 @@ from django.db import connections
 POLICY = "claw_tenant"
 TENANT_SETTING = "claw.tenant_id"
 BYPASS_SETTING = "claw.rls_bypass"
+# Each setting read in a scalar subquery: PostgreSQL evaluates it once per statement
+# (an InitPlan), not once per row, and compares tenant_id with a constant.
 _EMPTY = "nullif(current_setting('claw.tenant_id', true), '')"
-_BYPASS = "current_setting('claw.rls_bypass', true) = 'on'"
-STRICT_EXPRESSION = f"(tenant_id = {_EMPTY}::bigint OR {_BYPASS})"
-LENIENT_EXPRESSION = f"({_EMPTY} IS NULL OR tenant_id = {_EMPTY}::bigint OR {_BYPASS})"
+_TENANT = f"(SELECT {_EMPTY}::bigint)"
+_BYPASS = "(SELECT current_setting('claw.rls_bypass', true) = 'on')"
+STRICT_EXPRESSION = f"(tenant_id = {_TENANT} OR {_BYPASS})"
+LENIENT_EXPRESSION = f"({_TENANT} IS NULL OR tenant_id = {_TENANT} OR {_BYPASS})"
 _CACHE_ATTR = "_claw_tenant_setting"
 
 
@@ -171,7 +174,7 @@ def system_connection_params(params: dict[str, Any]) -> dict[str, Any]:
 @contextmanager
 def system_bypass() -> Iterator[None]:
     """THE explicit escape from row-level security, for system code that must read or
-    write across tenants (run claims, the sweeper, the relay pump, token -> tenant
+    write across tenants (run claims, the sweeper, group commits, token -> tenant
     look-ups), even inside a tenant's context: the scope of ``all_tenants()``, whose
     statements run with ``claw.rls_bypass = 'on'``. A ``tenant_context`` entered inside
     it binds to that tenant again. Grep for ``system_bypass`` to find every use; each

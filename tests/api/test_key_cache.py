@@ -16,6 +16,7 @@ from claw_platform.api.key_cache import key_cache
 from claw_platform.api.listener import process_listener
 from claw_platform.api.models import ApiKey
 from claw_platform.db import listen_connection_params
+from claw_platform.tenancy.rls import system_connection_params
 from tests.api.conftest import client_for, make_key
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,7 +36,8 @@ def key_reads(call: Callable[[], Any]) -> tuple[Any, int]:
 
 def from_elsewhere(sql: str, params: list[Any]) -> None:
     """A change committed by another connection (another process, psql)."""
-    with psycopg.connect(**listen_connection_params(), autocommit=True) as other:
+    # Another session of the product's role, across tenants: it carries the RLS bypass.
+    with psycopg.connect(**system_connection_params(listen_connection_params()), autocommit=True) as other:
         other.execute(sql, params)
 
 

@@ -24,6 +24,7 @@ from claw_platform.api.listener import process_listener
 from claw_platform.api.models import ApiKey
 from claw_platform.db import listen_connection_params
 from claw_platform.tenancy.models import Membership, Role
+from claw_platform.tenancy.rls import system_connection_params
 from tests.api.conftest import make_key, make_person_key
 from tests.channels.conftest import open_socket
 
@@ -58,8 +59,9 @@ async def close_code(communicator: WebsocketCommunicator, wait: float = 10) -> i
 
 def from_elsewhere(sql: str, params: list[Any]) -> None:
     """A change committed by another connection (another process, psql): no signal
-    of this process hears it, only the database's NOTIFY."""
-    with psycopg.connect(**listen_connection_params(), autocommit=True) as other:
+    of this process hears it, only the database's NOTIFY. An operator's session across
+    tenants: it carries the row-level security bypass."""
+    with psycopg.connect(**system_connection_params(listen_connection_params()), autocommit=True) as other:
         other.execute(sql, params)
 
 

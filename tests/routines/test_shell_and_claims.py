@@ -13,6 +13,7 @@ from agents.models import FireState, RoutineRun
 from agents.routines.firing import start_due_fires
 from agents.routines.planner import plan_due
 from claw_platform.db import listen_connection_params
+from claw_platform.tenancy.rls import system_connection_params
 from tests.routines.helpers import fires_of, make_routine, runs_of, tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,7 +68,9 @@ def test_a_worker_dying_after_its_claim_leaves_the_fire_to_another_exactly_once(
     routine = make_routine(tenant_a, next_run_at=now, interval_seconds=3600)
     plan_due(now)
     [fire] = fires_of(routine)
-    dying = psycopg.connect(**listen_connection_params())
+    dying = psycopg.connect(
+        **system_connection_params(listen_connection_params())
+    )  # a scheduler's claim: system
     claimed = dying.execute(
         "SELECT id FROM agents_routinefire WHERE state = 'pending' FOR UPDATE SKIP LOCKED"
     ).fetchall()

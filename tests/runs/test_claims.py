@@ -20,8 +20,14 @@ from agents.runtime import dispatch
 from agents.runtime.claims import claim_params, claim_runs_on, claim_share_on, dispatcher_application_name
 from agents.runtime.dispatch import RunDispatcher
 from claw_platform.db import listen_connection_params
+from claw_platform.tenancy.rls import system_connection_params
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _system_params():
+    # The dispatcher's own connections carry the system bypass from connect.
+    return system_connection_params(listen_connection_params())
 
 
 def send(ts, text, session=None):
@@ -30,12 +36,12 @@ def send(ts, text, session=None):
 
 
 async def claim(run_ids, *, limit=100, owner="batch-worker"):
-    async with await psycopg.AsyncConnection.connect(**listen_connection_params(), autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(**_system_params(), autocommit=True) as conn:
         return await claim_runs_on(conn, run_ids, claim_params(owner), limit=limit)
 
 
 async def claim_share(run_ids, *, limit, owner):
-    async with await psycopg.AsyncConnection.connect(**listen_connection_params(), autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(**_system_params(), autocommit=True) as conn:
         claims, left = await claim_share_on(conn, run_ids, claim_params(owner, share=True), limit=limit)
         return [c.run_id for c in claims], left
 
