@@ -29,6 +29,10 @@ from tests.ui.conftest import free_port, start, stop
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    # Four processes start on a machine that may be busy (and, run alone, the test
+    # database is made first): more than the default 120 s can pass before the call.
+    pytest.mark.timeout(300),
     pytest.mark.skipif(not _redis_up(), reason="no Redis on 127.0.0.1:6379"),
 ]
 
