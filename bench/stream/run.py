@@ -114,12 +114,17 @@ def setup_django(tmp: Path) -> Any:
         db = start_embedded_database(tmp / "pgdata", database="claw_bench_stream")
         os.environ["DATABASE_URL"] = db.url
         os.environ["DATABASE_OWNER_URL"] = db.owner_url  # migrate runs as the owner
-    import django
+    try:
+        import django
 
-    django.setup()
-    from django.core.management import call_command
+        django.setup()
+        from django.core.management import call_command
 
-    call_command("migrate", verbosity=0, interactive=False)
+        call_command("migrate", verbosity=0, interactive=False)
+    except BaseException:
+        if db is not None:  # the server this started does not outlive a failed set-up
+            db.stop()
+        raise
     return db
 
 
