@@ -3,9 +3,10 @@
 
     .venv/bin/python bench/stream/run.py [--streams 200] [--idle 1000] [--layer postgres|redis]
                                          [--broker orm|redis] [--tokens 200] [--interval 0.025]
+                                         [--web 1] [--workers 1] [--compare]
 
-Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
-``claw_worker``, and a token server whose tokens carry the time they were written
+Starts an embedded PostgreSQL (or uses DATABASE_URL), ``--web`` Daphne processes (the
+sockets spread over them in turn) and ``--workers`` ``claw_worker`` processes, and a token server whose tokens carry the time they were written
 (``token_server.py``). Then, from one client process:
 
 1. opens ``--idle`` WebSockets that just stay open, and ``--streams`` more, one per
@@ -43,7 +44,11 @@ Starts an embedded PostgreSQL (or uses DATABASE_URL), one Daphne process and one
 of run starts and for the steady state (py-spy is not a dependency: pip install it).
 
 ``--layer redis`` / ``--broker redis`` use the machine's Redis at 127.0.0.1:6379
-(channels_redis and django-q2's Redis broker) for comparison.
+(the Redis channel layer, ``claw_platform.redis_layer``, and django-q2's Redis broker).
+``--compare`` runs the whole benchmark once per layer (PostgreSQL, then Redis) with the
+other options and prints delivered runs and tokens, ``resync`` frames (a socket told it
+lost frames), relay latency and CPU per token side by side; the scale-out figures are
+``--compare --streams 200 --idle 0 --web 2 --workers 2 --tokens 600``.
 
 The benchmark's own client and token server share the two cores with the product,
 which in production they would not: by default they run on uvloop
@@ -109,12 +114,17 @@ def setup_django(tmp: Path) -> Any:
         db = start_embedded_database(tmp / "pgdata", database="claw_bench_stream")
         os.environ["DATABASE_URL"] = db.url
         os.environ["DATABASE_OWNER_URL"] = db.owner_url  # migrate runs as the owner
-    import django
+    try:
+        import django
 
-    django.setup()
-    from django.core.management import call_command
+        django.setup()
+        from django.core.management import call_command
 
-    call_command("migrate", verbosity=0, interactive=False)
+        call_command("migrate", verbosity=0, interactive=False)
+    except BaseException:
+        if db is not None:  # the server this started does not outlive a failed set-up
+            db.stop()
+        raise
     return db
 
 

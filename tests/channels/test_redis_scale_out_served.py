@@ -6,6 +6,9 @@ receive every live frame of their runs, in order. Skipped where no Redis answers
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import sys
 import time
 import urllib.request
@@ -29,6 +32,10 @@ from tests.ui.conftest import free_port, start, stop
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    # Four processes start on a machine that may be busy (and, run alone, the test
+    # database is made first): more than the default 120 s can pass before the call.
+    pytest.mark.timeout(300),
     pytest.mark.skipif(not _redis_up(), reason="no Redis on 127.0.0.1:6379"),
 ]
 
@@ -74,6 +81,9 @@ def scaled_out(tmp_path: Path) -> Iterator[list[str]]:
         wait_until(lambda: WorkerHeartbeat.objects.count() >= 2, 90, "heartbeat of both workers", tmp_path)
         yield urls
     finally:
+        for process in processes:  # all told at once: they stop side by side
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
         for process in processes:
             stop(process)
 

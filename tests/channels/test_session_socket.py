@@ -250,3 +250,18 @@ async def test_a_closed_socket_leaves_no_channel_state_in_the_layer(tenant_a: An
     await asyncio.sleep(0.1)
     assert not opened & set(core.ASYNCIO_EVENT_CHANNEL_MAPPING)
     assert not opened & set(layer._channel_advisory_locks)
+
+
+async def test_a_gap_in_the_layer_tells_the_client_to_resync(tenant_a: Any) -> None:
+    """The layer lost messages to this socket (``claw_platform.redis_layer``'s
+    ``layer.gap``): the client is told to resume from the stored events."""
+    from channels.layers import get_channel_layer
+
+    from channels_app.relay import session_group
+
+    session = await sync_to_async(member_session)(tenant_a)
+    communicator, connected, _ = await open_socket(session.pk, tenant_a.member)
+    assert connected
+    await get_channel_layer().group_send(session_group(session.pk), {"type": "layer.gap"})
+    assert await receive_until(communicator, "resync") == {"type": "resync"}
+    await communicator.disconnect()
