@@ -153,7 +153,24 @@ class AgentAdmin(TenantScopedAdmin):
         ),
         ("Safety and locale", {"fields": ["input_guard_mode", "timezone"]}),
         ("Run middleware", {"fields": ["auto_compact_tokens", "stop_after_tokens"]}),
+        ("Tool health", {"fields": ["flagged_tools"]}),
     ]
+    readonly_fields = ["flagged_tools"]
+
+    @admin.display(description="Flagged tools (self-repair)")
+    def flagged_tools(self, obj: Agent) -> str:
+        """The mark on the agent's tools: those flagged for failing in a row (cleared
+        in Tools > Tool health)."""
+        from tools_app.models import ToolHealth
+
+        if obj.pk is None:
+            return "-"
+        names = list(
+            ToolHealth._base_manager.filter(agent_id=obj.pk, flagged_at__isnull=False).values_list(
+                "tool", flat=True
+            )
+        )
+        return ", ".join(names) if names else "none"
 
     def audit_snapshot(self, obj: Any) -> dict[str, Any]:
         return flatten_snapshot(agent_snapshot(obj))

@@ -229,11 +229,13 @@ def do_set_routine_status(routine: Routine, status: str, *, acting_user: Any) ->
     if status == RoutineStatus.ACTIVE:
         locked.next_run_at = next_run(trigger_of(locked), timezone.now())
         locked.consecutive_failures = 0
+        if locked.trigger == TriggerKind.EVENT:
+            locked.event_cursor = timezone.now()  # what happened while paused does not fire
         if locked.next_run_at is None and locked.trigger != TriggerKind.MANUAL:
             raise ValidationError("This one-shot routine's time has passed; schedule a new one.")
     elif status == RoutineStatus.CANCELLED:
         locked.next_run_at = None
-    locked.save(update_fields=["status", "next_run_at", "consecutive_failures", "updated_at"])
+    locked.save(update_fields=["status", "next_run_at", "consecutive_failures", "event_cursor", "updated_at"])
     wake_schedulers()
     record_audit_event(
         action="routine.status", actor=acting_user, obj=locked, diff={"status": [before, status]}

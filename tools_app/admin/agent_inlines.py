@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from claw_platform.admin.scoped import TenantScopedInline
 from claw_platform.audit.actions import client_ip, diff_snapshots, record_audit_event, snapshot
-from tools_app.models import AgentToolConfig, ToolHealth, ToolSetting
+from tools_app.models import AgentToolConfig, ToolSetting
 
 
 class AuditedInlineFormSet(forms.BaseInlineFormSet):
@@ -91,19 +91,4 @@ class ToolSettingInline(AuditedInline):
     verbose_name_plural = "per-tool settings"
 
 
-class ToolHealthInline(TenantScopedInline):
-    """The mark on the agent's tool settings: tools flagged for failing in a row
-    (cleared from Tools > Tool health)."""
-
-    model = ToolHealth
-    fields = ["tool", "consecutive_failures", "flagged_at", "last_error"]
-    readonly_fields = ["tool", "consecutive_failures", "flagged_at", "last_error"]
-    verbose_name_plural = "flagged tools (self-repair)"
-    max_num = 0
-    can_delete = False
-
-    def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).filter(flagged_at__isnull=False)
-
-
-AGENT_TOOL_INLINES = [AgentToolConfigInline, ToolSettingInline, ToolHealthInline]
+AGENT_TOOL_INLINES = [AgentToolConfigInline, ToolSettingInline]
