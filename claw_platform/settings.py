@@ -74,10 +74,10 @@ CLAW_BUDGET_RESERVATION_SECONDS = config.env_int("CLAW_BUDGET_RESERVATION_SECOND
 # crash may forget the last fraction of a second of budget counter moves, never
 # corrupt them, and the usage records stay durable. Off: every move waits for disk.
 CLAW_BUDGET_ASYNC_COMMIT = config.env_bool("CLAW_BUDGET_ASYNC_COMMIT", True)
-# Runaway routines (agents/budgets/runaway.py): paused when this many runs in a row
-# produced the same output, or when the last hour cost over this multiple of the
+# Runaway routines (agents/budgets/runaway.py): paused when this many runs in a row,
+# all within an hour, produced the same output, or when the last hour cost over this multiple of the
 # routine's usual hour (and at least the minimum, in USD). 0 turns a check off.
-CLAW_RUNAWAY_REPEATS = config.env_int("CLAW_RUNAWAY_REPEATS", 5, minimum=0)
+CLAW_RUNAWAY_REPEATS = config.env_int("CLAW_RUNAWAY_REPEATS", 10, minimum=0)
 CLAW_RUNAWAY_COST_MULTIPLE = config.env_int("CLAW_RUNAWAY_COST_MULTIPLE", 5, minimum=0)
 CLAW_RUNAWAY_MIN_COST = config.env_str("CLAW_RUNAWAY_MIN_COST", "0.10")
 

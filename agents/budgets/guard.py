@@ -35,6 +35,7 @@ from agents.budgets.models import Budget, BudgetReservation, KillSwitch, SpendSe
 from agents.budgets.periods import hour_start, period_bounds
 from agents.budgets.scope import Charge
 from agents.engine.cost import ModelPrice
+from claw_platform.prepared import prepared_cursor
 
 _MILLION = Decimal(1_000_000)
 _QUANTUM = Decimal("0.00000001")
@@ -156,7 +157,7 @@ def reserve(
 _RESERVE_SQL = """
 WITH stop AS (
     SELECT agent_id, reason FROM budgets_killswitch
-    WHERE tenant_id = %(tenant)s AND active AND (agent_id IS NULL OR agent_id = ANY(%(agents)s))
+    WHERE tenant_id = %(tenant)s::bigint AND active AND (agent_id IS NULL OR agent_id = ANY(%(agents)s::bigint[]))
     ORDER BY agent_id NULLS FIRST, id LIMIT 1
 ), locked AS (
     SELECT b.id, b.name, b.scope, b.period, b."limit", b.hard_limit, b.calls_per_hour, b.reserved,
@@ -165,22 +166,22 @@ WITH stop AS (
         CASE WHEN b.period_start IS NOT DISTINCT FROM (CASE b.period WHEN 'day' THEN %(day)s::timestamptz
             WHEN 'week' THEN %(week)s::timestamptz WHEN 'month' THEN %(month)s::timestamptz END)
             THEN b.spent ELSE 0 END AS spent_now,
-        CASE WHEN b.window_start = %(hour)s THEN b.window_calls ELSE 0 END AS calls_now
+        CASE WHEN b.window_start = %(hour)s::timestamptz THEN b.window_calls ELSE 0 END AS calls_now
     FROM budgets_budget b
-    WHERE b.tenant_id = %(tenant)s AND b.enabled AND (
+    WHERE b.tenant_id = %(tenant)s::bigint AND b.enabled AND (
         b.scope = 'tenant'
-        OR (b.scope = 'user' AND b.user_id = %(user)s)
-        OR (b.scope = 'agent' AND b.agent_id = ANY(%(agents)s))
-        OR (b.scope = 'api_key' AND b.api_key_id = %(key)s)
-        OR (b.scope = 'routine' AND b.routine_id = %(routine)s)
+        OR (b.scope = 'user' AND b.user_id = %(user)s::bigint)
+        OR (b.scope = 'agent' AND b.agent_id = ANY(%(agents)s::bigint[]))
+        OR (b.scope = 'api_key' AND b.api_key_id = %(key)s::bigint)
+        OR (b.scope = 'routine' AND b.routine_id = %(routine)s::bigint)
     )
     ORDER BY b.id
     FOR UPDATE OF b
 ), verdict AS (
     SELECT l.*, CASE
         WHEN l.calls_per_hour IS NOT NULL AND l.calls_now + 1 > l.calls_per_hour THEN 'rate'
-        WHEN l."limit" IS NOT NULL AND %(unpriced)s THEN 'unpriced'
-        WHEN l."limit" IS NOT NULL AND l.hard_limit AND l.spent_now + l.reserved + %(worst)s > l."limit" THEN 'over'
+        WHEN l."limit" IS NOT NULL AND %(unpriced)s::boolean THEN 'unpriced'
+        WHEN l."limit" IS NOT NULL AND l.hard_limit AND l.spent_now + l.reserved + %(worst)s::numeric > l."limit" THEN 'over'
         ELSE '' END AS refusal
     FROM locked l
 ), go AS (
@@ -189,8 +190,8 @@ WITH stop AS (
     UPDATE budgets_budget b SET
         period_start = v.start,
         spent = v.spent_now,
-        reserved = v.reserved + CASE WHEN v."limit" IS NULL THEN 0 ELSE %(worst)s END,
-        window_start = %(hour)s,
+        reserved = v.reserved + CASE WHEN v."limit" IS NULL THEN 0 ELSE %(worst)s::numeric END,
+        window_start = %(hour)s::timestamptz,
         window_calls = v.calls_now + 1
     FROM verdict v, go
     WHERE go.ok AND b.id = v.id
@@ -198,7 +199,7 @@ WITH stop AS (
 ), reservation AS (
     INSERT INTO budgets_budgetreservation (tenant_id, budget_ids, amount, user_id, run_id, model, created_at,
         expires_at)
-    SELECT %(tenant)s, jsonb_agg(h.id ORDER BY h.id), %(worst)s, %(user)s, %(run)s, %(model)s, now(), %(expires)s
+    SELECT %(tenant)s::bigint, jsonb_agg(h.id ORDER BY h.id), %(worst)s::numeric, %(user)s::bigint, %(run)s::text, %(model)s::text, now(), %(expires)s::timestamptz
     FROM held h WHERE h.money
     HAVING count(*) > 0
     RETURNING id, budget_ids
@@ -209,7 +210,7 @@ SELECT
         v.reserved, v.calls_per_hour) ORDER BY v.id) FROM verdict v WHERE v.refusal <> ''),
     (SELECT r.id FROM reservation r),
     (SELECT r.budget_ids FROM reservation r),
-    CASE WHEN %(async_commit)s THEN set_config('synchronous_commit', 'off', true) END
+    CASE WHEN %(async_commit)s::boolean THEN set_config('synchronous_commit', 'off', true) END
 """
 
 
@@ -227,7 +228,6 @@ def _json(value: object) -> object:
 
 
 def _reserve(charge: Charge, model: str, price: ModelPrice, worst: Decimal, now: datetime) -> Reservation:
-    from django.db import connection
 
     zone = tenant_zone(charge.tenant_id)
     starts = {p: period_bounds(p, now, zone)[0] for p in ("day", "week", "month")}
@@ -246,7 +246,7 @@ def _reserve(charge: Charge, model: str, price: ModelPrice, worst: Decimal, now:
         "async_commit": _async_commit(),
         **starts,
     }
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:  # parsed and planned once per connection
         cursor.execute(_RESERVE_SQL, params)
         row = cursor.fetchone()
     stop, refusals, reservation_id, budget_ids, _ = row if row else (None, None, None, None, None)
@@ -308,13 +308,13 @@ def _label(budget: Budget) -> str:
 # its worst case) matches nothing and changes nothing.
 _SETTLE_SQL = """
 WITH gone AS (
-    DELETE FROM budgets_budgetreservation WHERE id = %(id)s RETURNING amount
+    DELETE FROM budgets_budgetreservation WHERE id = %(id)s::bigint RETURNING amount
 ), moved AS (
     UPDATE budgets_budget AS b
-    SET reserved = GREATEST(b.reserved - gone.amount, 0), spent = b.spent + %(cost)s
+    SET reserved = GREATEST(b.reserved - gone.amount, 0), spent = b.spent + %(cost)s::numeric
     FROM gone
-    WHERE b.id = ANY(%(ids)s)
-        AND (NOT %(async_commit)s OR set_config('synchronous_commit', 'off', true) IS NOT NULL)
+    WHERE b.id = ANY(%(ids)s::bigint[])
+        AND (NOT %(async_commit)s::boolean OR set_config('synchronous_commit', 'off', true) IS NOT NULL)
     RETURNING b.id, b.tenant_id, b.spent, b."limit", b.thresholds, b.period_start
 )
 INSERT INTO budgets_budgetalert
@@ -344,7 +344,6 @@ def settle(reservation: Reservation, cost: Decimal, *, now: datetime | None = No
     (delivered once the statement commits)."""
     if reservation.pk is None:
         return []
-    from django.db import connection
 
     params: dict[str, Any] = {
         "id": reservation.pk,
@@ -352,7 +351,7 @@ def settle(reservation: Reservation, cost: Decimal, *, now: datetime | None = No
         "ids": list(reservation.budget_ids),
         "async_commit": _async_commit(),
     }
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:  # parsed and planned once per connection
         cursor.execute(_SETTLE_SQL, params)
         alerts = [row[0] for row in cursor.fetchall()]
     if alerts:

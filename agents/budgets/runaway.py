@@ -4,7 +4,8 @@ hourly cost, is paused and reported -- an audit row (``routine.paused_runaway``)
 a :class:`RunawayPause` the owners' banner shows (chat and admin).
 
 The routines call :func:`check_runaway` once, when a routine run has finished.
-Settings: ``CLAW_RUNAWAY_REPEATS`` (same output this many runs in a row; 0: off),
+Settings: ``CLAW_RUNAWAY_REPEATS`` (same output this many runs in a row, all within
+an hour; 0: off),
 ``CLAW_RUNAWAY_COST_MULTIPLE`` (the last hour's cost over this many times the usual
 hour; 0: off), ``CLAW_RUNAWAY_MIN_COST`` (an hour cheaper than this never counts).
 """
@@ -35,27 +36,31 @@ QUIET_OUTPUTS = frozenset(
     }
 )
 BASELINE = timedelta(days=7)
+REPEAT_WINDOW = timedelta(hours=1)
 
 
 def _normal(text: str) -> str:
     return " ".join(text.split()).lower()
 
 
-def repeats_reason(routine_id: int, count: int) -> str | None:
-    """Why the routine runs away by repeating itself, or None."""
+def repeats_reason(routine_id: int, count: int, now: datetime) -> str | None:
+    """Why the routine runs away by repeating itself, or None: its last ``count``
+    runs, all within the last hour, produced the same output (a daily routine saying
+    "no new mail" every day is not running away)."""
     if count < 2:
         return None
-    outputs = list(
+    rows = list(
         RoutineRun._base_manager.filter(routine_id=routine_id, status=RoutineRunStatus.OK)
         .order_by("-started_at", "-id")
-        .values_list("output", flat=True)[:count]
+        .values_list("output", "started_at")[:count]
     )
-    if len(outputs) < count:
+    if len(rows) < count or rows[-1][1] < now - REPEAT_WINDOW:
         return None
+    outputs = [output for output, _ in rows]
     first = _normal(outputs[0])
     if not first or first in QUIET_OUTPUTS or any(_normal(o) != first for o in outputs[1:]):
         return None
-    return f"its last {count} runs produced the same output"
+    return f"its last {count} runs, within an hour, produced the same output"
 
 
 def cost_reason(routine_id: int, now: datetime, multiple: Decimal, floor: Decimal) -> str | None:
@@ -94,7 +99,7 @@ def _check(row: RoutineRun, now: datetime) -> RunawayPause | None:
     repeats = int(settings.CLAW_RUNAWAY_REPEATS)
     multiple = Decimal(str(settings.CLAW_RUNAWAY_COST_MULTIPLE))
     floor = Decimal(str(settings.CLAW_RUNAWAY_MIN_COST))
-    kind, reason = "repeats", repeats_reason(row.routine_id, repeats)
+    kind, reason = "repeats", repeats_reason(row.routine_id, repeats, now)
     if reason is None:
         kind, reason = "cost", cost_reason(row.routine_id, now, multiple, floor)
     if reason is None:

@@ -112,8 +112,9 @@ def test_a_routine_that_keeps_producing_the_same_output_is_paused_and_reported(t
     routine.refresh_from_db()
     assert routine.status == RoutineStatus.PAUSED
     assert AuditEvent.objects.unscoped().filter(action="routine.paused_runaway").count() == 1
-    assert "The routine &#x27;Poller&#x27; was paused: its last 5 runs produced the same output" in page_of(
-        tenant_a.owner, "/chat/"
+    assert (
+        "The routine &#x27;Poller&#x27; was paused: its last 5 runs, within an hour, produced the same output"
+        in page_of(tenant_a.owner, "/chat/")
     )
 
 
@@ -125,6 +126,10 @@ def test_a_quiet_heartbeat_and_varied_output_are_left_running(tenant_a, settings
     assert check_runaway(last, now) is None
     varied = make_routine(tenant_a, next_run_at=now, name="Digest")
     last = _runs(varied, [("Monday", "0.01"), ("Tuesday", "0.01"), ("Monday", "0.01")], start=now)
+    assert check_runaway(last, now) is None
+    # The same output, but days apart: a daily routine with nothing new.
+    daily = make_routine(tenant_a, next_run_at=now, name="Inbox")
+    last = _runs(daily, [("No new mail.", "0.01")] * 3, start=now - timedelta(days=2), step=timedelta(days=1))
     assert check_runaway(last, now) is None
     assert not RunawayPause.objects.unscoped().exists()
 
