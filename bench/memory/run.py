@@ -134,6 +134,7 @@ def scale(rows: int, tenants: int, queries: int) -> None:
         words = [f"w{i:05d}" for i in range(20_000)]
         measure(made, centers, words, rng, queries, dim, clusters)
         return
+    made = [setup_tenant(f"bench-scale-{t}") for t in range(tenants)]
     tenant_ids = np.array([t.pk for t, _a, _u in made])
     agent_ids = np.array([a.pk for _t, a, _u in made])
     centers = rng.standard_normal((clusters, dim)).astype(np.float32)

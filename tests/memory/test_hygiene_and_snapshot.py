@@ -68,8 +68,7 @@ def test_hygiene_archives_then_purges_on_a_controlled_clock(tenant_a):
     assert not MemoryEntry.objects.unscoped().filter(pk=old_daily.pk).exists()
     assert MemoryEntry.objects.unscoped().get(pk=core.pk).category == "core"
 
-
-def test_the_worker_registers_the_embedding_sweep_and_the_hygiene():
+    # The worker registers the hygiene, daily, and the embedding sweep, every minute.
     from django_q.models import Schedule
 
     from agents.runtime.maintenance import ensure_schedules
@@ -81,6 +80,7 @@ def test_the_worker_registers_the_embedding_sweep_and_the_hygiene():
     hygiene = Schedule.objects.get(name="claw.memory_hygiene")
     assert hygiene.func == "agents.memory.hygiene.memory_hygiene_task"
     assert hygiene.schedule_type == Schedule.DAILY
+    assert Schedule.objects.filter(name="claw.memory_reflector", minutes=10).exists()
 
 
 def owner_of(ts, user=None):

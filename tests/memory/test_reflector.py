@@ -86,6 +86,10 @@ def test_an_idle_chat_leaves_its_durable_facts_once(tenant_a, fake_llm, idle_cha
     assert event.diff["duplicates"] == [None, 2]
     # Reflected: not read again until the chat has new activity.
     assert str(idle_chat.pk) not in idle_sessions()
+    # The reply's facts: bullets only, NONE for none, at most ten.
+    assert parse_facts("NONE") == []
+    assert parse_facts("- a\n* b\nnot a fact\n-   \n- c") == ["a", "b", "c"]
+    assert len(parse_facts("\n".join(f"- fact {i}" for i in range(30)))) == 10
 
 
 def test_a_refused_call_writes_nothing_and_is_audited(tenant_a, fake_llm, idle_chat):
@@ -100,9 +104,3 @@ def test_a_refused_call_writes_nothing_and_is_audited(tenant_a, fake_llm, idle_c
     event = AuditEvent.objects.unscoped().get(action="memory.reflected", object_id=str(idle_chat.pk))
     assert "error" in event.diff
     assert str(idle_chat.pk) not in idle_sessions()
-
-
-def test_facts_are_read_from_bullets_and_none_means_none():
-    assert parse_facts("NONE") == []
-    assert parse_facts("- a\n* b\nnot a fact\n-   \n- c") == ["a", "b", "c"]
-    assert len(parse_facts("\n".join(f"- fact {i}" for i in range(30)))) == 10

@@ -148,11 +148,16 @@ def test_a_budget_refusal_stops_the_call_before_it_is_made(tenant_a, fake_embedd
     assert refused.input_tokens == 0
     assert "budget" in refused.error
 
-
-def test_an_embedding_profile_needs_a_dimension(tenant_a, fake_embeddings):
+    # An embedding profile needs its dimension; only an embedding model embeds memories.
     from django.core.exceptions import ValidationError
 
     with pytest.raises(ValidationError, match="dimension"):
-        remote_profile(tenant_a, fake_embeddings, dimension=None)
+        do_create_model_profile(embeddings_provider(tenant_a), model="no-dim", kind="embedding")
     with pytest.raises(ValidationError, match="Only an embedding model"):
         do_create_model_profile(tenant_a.provider, model="chat-x", use_for_memory=True)
+
+
+def embeddings_provider(ts):
+    from agents.models import LLMProvider
+
+    return LLMProvider.objects.unscoped().get(tenant=ts.tenant, name="embeddings")
