@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -18,17 +19,20 @@ from agents.actions.revisions import (
     flatten_snapshot,
     revision_diff,
 )
-from agents.actions.runs import do_cancel_run
+from agents.actions.runs import do_cancel_run, do_decide_approval
 from agents.memory.admin import MemoryInjectionInline
 from agents.models import (
     FINISHED_RUN_STATUSES,
     Agent,
     AgentFile,
     AgentRevision,
+    ApprovalRequest,
+    ApprovalStatus,
     Attachment,
     LLMProvider,
     ModelProfile,
     Run,
+    RunEvent,
     Session,
     UsageRecord,
 )
@@ -292,6 +296,123 @@ class UsageRecordAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_select_related = ["agent", "user"]
 
 
+class WaitingFilter(admin.SimpleListFilter):
+    """The approvals list opens on what waits for a person."""
+
+    title = "status"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("pending", "Waiting"), ("decided", "Decided"), ("all", "All")]
+
+    def choices(self, changelist: Any) -> Any:
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": (self.value() or "pending") == value,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": label,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value() or "pending"
+        if value == "pending":
+            return queryset.filter(status=ApprovalStatus.PENDING)
+        if value == "decided":
+            return queryset.exclude(status=ApprovalStatus.PENDING)
+        return queryset
+
+
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
+    """Pending approvals (and the decided ones): approve or deny from the list."""
+
+    list_display = ["tool_name", "status", "risk", "run", "arguments_short", "created_at", "decided_by"]
+    list_filter = [WaitingFilter, "risk", "tool_name"]
+    list_select_related = ["run", "decided_by"]
+    actions = ["approve", "approve_always", "deny"]
+    readonly_fields = ["arguments", "details", "request_reason"]
+
+    @admin.display(description="Arguments")
+    def arguments_short(self, approval: ApprovalRequest) -> str:
+        text = json.dumps(approval.arguments, ensure_ascii=False)
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet, approved: bool, always: bool = False) -> None:
+        count = 0
+        try:
+            for approval in queryset.filter(status=ApprovalStatus.PENDING):
+                do_decide_approval(
+                    approval, approved, acting_user=request.user, reason="decided in the admin", always=always
+                )
+                count += 1
+        except PermissionDenied:
+            self.message_user(request, "You cannot decide this tenant's tool calls.", messages.ERROR)
+            return
+        self.message_user(request, f"{'Approved' if approved else 'Denied'} {count} call(s).")
+
+    @admin.action(description="Approve the selected calls")
+    def approve(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, True)
+
+    @admin.action(description="Approve the selected calls, always (this session, these arguments)")
+    def approve_always(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, True, always=True)
+
+    @admin.action(description="Deny the selected calls")
+    def deny(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, False)
+
+
+class RunEventInline(admin.TabularInline):
+    """On a run's page: its stored events in order -- tool calls with their input,
+    results with their output and errors, approvals, the outcome."""
+
+    model = RunEvent
+    extra = 0
+    fields = ("seq", "type", "summary", "created_at")
+    readonly_fields = fields
+    can_delete = False
+    ordering = ("seq",)
+    verbose_name = "event"
+
+    @admin.display(description="What happened")
+    def summary(self, event: RunEvent) -> str:
+        return event_summary(event.type, event.payload)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+EVENT_TEXT_CHARS = 400
+
+
+def event_summary(kind: str, payload: Any) -> str:
+    """One line of a run event for people: a tool call's name and arguments, a
+    result's output or error, an approval's decision, a failure's message."""
+    data = payload if isinstance(payload, dict) else {}
+    if kind == "tool.call":
+        text = f"{data.get('name', '?')}({json.dumps(data.get('arguments', {}), ensure_ascii=False)})"
+    elif kind == "tool.result":
+        failed = f"failed ({data.get('error_type') or 'error'}):" if data.get("is_error") else "ok:"
+        text = f"{data.get('name', '?')} {failed} {data.get('preview', '')}".strip()
+        if data.get("duration_ms") is not None:
+            text += f" ({data['duration_ms']} ms)"
+    elif kind == "approval_needed":
+        text = "waiting for approval: " + ", ".join(str(c.get("name")) for c in data.get("calls", []))
+    elif kind == "approval.decided":
+        text = f"{data.get('status', '?')} by {data.get('by', '?')}" + (
+            " (always)" if data.get("always") else ""
+        )
+    elif kind in {"run.failed", "run.cancelled"}:
+        text = str(data.get("error") or data.get("reason") or "")
+    else:
+        text = json.dumps(data, ensure_ascii=False) if data else ""
+    return text if len(text) <= EVENT_TEXT_CHARS else text[: EVENT_TEXT_CHARS - 1] + "…"
+
+
 @admin.register(Run)
 class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_display = [
@@ -316,7 +437,7 @@ class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
         # The run is visible here, so are its spans (they hang off it).
         return render_waterfall(list(Span._base_manager.filter(run_id=run.pk, tenant_id=run.tenant_id)))
 
-    inlines = [MemoryInjectionInline]
+    inlines = [RunEventInline, MemoryInjectionInline]
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet) -> None:

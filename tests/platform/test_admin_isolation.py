@@ -14,6 +14,7 @@ from agents.models import (
     Agent,
     AgentFile,
     AgentRevision,
+    ApprovalRequest,
     Attachment,
     LLMProvider,
     MemoryEntry,
@@ -30,7 +31,7 @@ from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
 from tests.fixtures.tenants import PASSWORD, make_api_rows
-from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill, ToolApprovalGrant
 
 TENANT_MODELS = [m for m in admin.site._registry if issubclass(m, TenantOwned)]
 
@@ -41,6 +42,22 @@ def _api_rows(tenant_a, tenant_b) -> None:
     for prefix, tenant_set in (("a", tenant_a), ("b", tenant_b)):
         make_api_rows(tenant_set.tenant, prefix, tenant_set.owner, tenant_set.agent)
         make_routine_rows(tenant_set, prefix, tenant_set.member)
+        make_approval_rows(tenant_set, prefix)
+
+
+def make_approval_rows(tenant_set, prefix: str) -> None:
+    """A call waiting for approval in the member's chat, and an "always" grant."""
+    run = Run.objects.unscoped().filter(tenant=tenant_set.tenant).order_by("id").first()
+    ApprovalRequest.objects.unscoped().create(
+        tenant=tenant_set.tenant, run=run, call_id=f"{prefix}-call", tool_name="bash", arguments={"cmd": "ls"}
+    )
+    ToolApprovalGrant.objects.unscoped().create(
+        tenant=tenant_set.tenant,
+        session_id=run.session_id,
+        tool_name="bash",
+        arguments_digest=f"{prefix}-digest",
+        arguments={"cmd": "ls"},
+    )
 
 
 def make_routine_rows(tenant_set, prefix: str, user) -> Routine:
@@ -100,6 +117,8 @@ def objects_of(tenant_set) -> dict[type, object]:
         MemoryEntry: MemoryEntry.objects.unscoped(),
         MemoryInjection: MemoryInjection.objects.unscoped(),
         Attachment: Attachment.objects.unscoped(),
+        ApprovalRequest: ApprovalRequest.objects.unscoped(),
+        ToolApprovalGrant: ToolApprovalGrant.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -142,6 +161,8 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         MemoryEntry,
         MemoryInjection,
         Attachment,
+        ApprovalRequest,
+        ToolApprovalGrant,
     }
 
 
@@ -293,6 +314,13 @@ def m1_object(model, chats):
         BudgetAlert: BudgetAlert.objects.unscoped().filter(budget__user=chats.m1).first(),
         MemoryInjection: MemoryInjection.objects.unscoped().filter(session=chats.session).first(),
         Attachment: Attachment.objects.unscoped().filter(session=chats.session).first(),
+        ApprovalRequest: chats.approval,
+        ToolApprovalGrant: ToolApprovalGrant.objects.unscoped().get_or_create(
+            tenant=chats.session.tenant,
+            session=chats.session,
+            tool_name="bash",
+            arguments_digest="m1-digest",
+        )[0],
     }[model]
 
 
@@ -319,6 +347,8 @@ def test_the_session_hung_admin_models_are_these():
         InboundUpdate,
         MemoryInjection,
         Attachment,
+        ApprovalRequest,
+        ToolApprovalGrant,
     }
 
 
