@@ -379,6 +379,10 @@ class RunEventInline(admin.TabularInline):
     def summary(self, event: RunEvent) -> str:
         return event_summary(event.type, event.payload)
 
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Whoever may open the run (tenant and member rule) reads its events.
+        return True
+
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 

@@ -4,6 +4,7 @@ its events and tool calls, and prompt files stored with \\n line endings."""
 
 from __future__ import annotations
 
+from html import unescape
 from typing import Any
 
 import pytest
@@ -87,8 +88,9 @@ def test_a_runs_page_shows_its_events_and_tool_calls(tenant_a: Any) -> None:
         RunEvent.objects.unscoped().create(tenant=tenant_a.tenant, run=run, seq=n, type=kind, payload=payload)
     page = admin_client(tenant_a.owner).get(reverse("admin:agents_run_change", args=[run.pk]))
     assert page.status_code == 200
-    html = page.content.decode()
-    assert "list_files({&quot;path&quot;: &quot;docs&quot;})" in html
+    html = unescape(page.content.decode())
+    at = html.find("list_files")
+    assert 'list_files({"path": "docs"})' in html, html[at - 300 : at + 300] if at >= 0 else "no events shown"
     assert "list_files failed (not_found): no docs" in html
     assert "run.queued" in html
 
