@@ -10,7 +10,8 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from agents.actions.revisions import (
     agent_snapshot,
@@ -211,9 +212,13 @@ class AgentRevisionAdmin(TenantScopedAdmin):
 
     @admin.display(description="Changes from the previous revision")
     def diff(self, obj: AgentRevision) -> str:
-        return format_html(
-            '<pre style="white-space: pre-wrap">{}</pre>', revision_diff(obj) or "(first revision)"
+        text = revision_diff(obj)
+        if not text:
+            return format_html('<pre style="white-space: pre-wrap">{}</pre>', "(first revision)")
+        lines = format_html_join(
+            "", "<span{}>{}</span>\n", ((_diff_style(line), line) for line in text.split("\n"))
         )
+        return format_html('<pre class="revision-diff" style="white-space: pre-wrap">{}</pre>', lines)
 
     def get_actions(self, request: HttpRequest) -> Any:
         actions = super().get_actions(request)
@@ -236,6 +241,20 @@ class AgentRevisionAdmin(TenantScopedAdmin):
             self.message_user(request, "; ".join(exc.messages), messages.ERROR)
             return
         self.message_user(request, f"{revision.agent} restored to r{revision.number} (now r{new.number}).")
+
+
+_DIFF_STYLES = {
+    "+": ' class="diff-added" style="color: #1a7f37; background: rgba(46, 160, 67, 0.15)"',
+    "-": ' class="diff-removed" style="color: #cf222e; background: rgba(248, 81, 73, 0.15)"',
+    "@": ' class="diff-hunk" style="color: #6e7781"',
+}
+
+
+def _diff_style(line: str) -> Any:
+    """A unified diff line's colour: added green, removed red, hunk headers grey."""
+    if line.startswith(("+++", "---")):
+        return mark_safe(' class="diff-file" style="font-weight: bold"')
+    return mark_safe(_DIFF_STYLES.get(line[:1], ""))  # noqa: S308 -- constants only
 
 
 class ReadOnlyTenantAdmin(TenantScopedAdmin):

@@ -98,3 +98,16 @@ def test_a_runs_page_shows_its_events_and_tool_calls(tenant_a: Any) -> None:
 def test_prompt_files_are_stored_with_unix_line_endings(tenant_a: Any) -> None:
     saved = do_save_agent_file(tenant_a.agent, "SOUL.md", "Be kind.\r\nBe brief.\rEnd.\r\n")
     assert AgentFile.objects.unscoped().get(pk=saved.pk).content == "Be kind.\nBe brief.\nEnd.\n"
+
+
+def test_a_revisions_page_colours_its_diff(tenant_a: Any) -> None:
+    from agents.models import AgentRevision
+
+    do_save_agent_file(tenant_a.agent, "SOUL.md", "Be kind.\n", acting_user=tenant_a.owner)
+    do_save_agent_file(tenant_a.agent, "SOUL.md", "Be kind.\nBe <b>brief</b>.\n", acting_user=tenant_a.owner)
+    latest = AgentRevision.objects.unscoped().filter(agent=tenant_a.agent).order_by("-number").first()
+    page = admin_client(tenant_a.owner).get(reverse("admin:agents_agentrevision_change", args=[latest.pk]))
+    html = page.content.decode()
+    assert 'class="diff-added"' in html
+    assert "Be &lt;b&gt;brief&lt;/b&gt;." in html  # escaped, never markup
+    assert "<b>brief</b>" not in html
