@@ -9,7 +9,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
@@ -194,9 +195,36 @@ class AgentFileAdmin(TenantScopedAdmin):
 class AgentRevisionAdmin(TenantScopedAdmin):
     list_display = ["agent", "number", "note", "created_by", "created_at"]
     list_filter = ["agent"]
-    readonly_fields = ["agent", "number", "note", "created_by", "created_at", "diff"]
+    readonly_fields = ["agent", "number", "note", "created_by", "created_at", "diff", "restore"]
     fields = list(readonly_fields)
     actions = ["restore_revision"]
+
+    def get_urls(self) -> list[Any]:
+        restore = path(
+            "<path:object_id>/restore/",
+            self.admin_site.admin_view(self.restore_view),
+            name="agents_agentrevision_restore",
+        )
+        return [restore, *super().get_urls()]
+
+    @admin.display(description="Restore")
+    def restore(self, obj: AgentRevision) -> str:
+        # Inside the page's own form (its CSRF token), posted to this revision's restore/.
+        return format_html(
+            '<button type="submit" formaction="restore/" formmethod="post" class="button" id="restore-revision">'
+            "Restore the agent to r{}</button>",
+            obj.number,
+        )
+
+    def restore_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        revision = self.get_object(request, object_id)
+        if revision is None:
+            raise Http404("No such revision.")
+        change = reverse("admin:agents_agentrevision_change", args=[revision.pk])
+        if request.method != "POST":
+            return HttpResponseRedirect(change)
+        self.restore_revision(request, AgentRevision.objects.filter(pk=revision.pk))
+        return HttpResponseRedirect(change)
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False

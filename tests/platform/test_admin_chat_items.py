@@ -100,7 +100,7 @@ def test_prompt_files_are_stored_with_unix_line_endings(tenant_a: Any) -> None:
     assert AgentFile.objects.unscoped().get(pk=saved.pk).content == "Be kind.\nBe brief.\nEnd.\n"
 
 
-def test_a_revisions_page_colours_its_diff(tenant_a: Any) -> None:
+def test_a_revisions_page_colours_its_diff_and_restores(tenant_a: Any, tenant_b: Any) -> None:
     from agents.models import AgentRevision
 
     do_save_agent_file(tenant_a.agent, "SOUL.md", "Be kind.\n", acting_user=tenant_a.owner)
@@ -111,3 +111,16 @@ def test_a_revisions_page_colours_its_diff(tenant_a: Any) -> None:
     assert 'class="diff-added"' in html
     assert "Be &lt;b&gt;brief&lt;/b&gt;." in html  # escaped, never markup
     assert "<b>brief</b>" not in html
+
+    # Restore from the revision's own page: the agent's file is back to r(n-1)'s.
+    earlier = AgentRevision.objects.unscoped().filter(agent=tenant_a.agent).order_by("-number")[1]
+    restore = reverse("admin:agents_agentrevision_restore", args=[earlier.pk])
+    assert 'formaction="restore/"' in html
+    # Another tenant's owner and this tenant's viewer cannot.
+    assert admin_client(tenant_b.owner).post(restore).status_code == 404
+    admin_client(tenant_a.viewer).post(restore)
+    soul = AgentFile.objects.unscoped().get(agent=tenant_a.agent, name="SOUL.md", user=None)
+    assert soul.content == "Be kind.\nBe <b>brief</b>.\n"
+    assert admin_client(tenant_a.owner).post(restore).status_code == 302
+    soul.refresh_from_db()
+    assert soul.content == "Be kind.\n"
