@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.utils.html import format_html
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from agents.actions.revisions import (
     agent_snapshot,
@@ -18,17 +21,20 @@ from agents.actions.revisions import (
     flatten_snapshot,
     revision_diff,
 )
-from agents.actions.runs import do_cancel_run
+from agents.actions.runs import do_cancel_run, do_decide_approval
 from agents.memory.admin import MemoryInjectionInline
 from agents.models import (
     FINISHED_RUN_STATUSES,
     Agent,
     AgentFile,
     AgentRevision,
+    ApprovalRequest,
+    ApprovalStatus,
     Attachment,
     LLMProvider,
     ModelProfile,
     Run,
+    RunEvent,
     Session,
     UsageRecord,
 )
@@ -209,9 +215,36 @@ class AgentFileAdmin(TenantScopedAdmin):
 class AgentRevisionAdmin(TenantScopedAdmin):
     list_display = ["agent", "number", "note", "created_by", "created_at"]
     list_filter = ["agent"]
-    readonly_fields = ["agent", "number", "note", "created_by", "created_at", "diff"]
+    readonly_fields = ["agent", "number", "note", "created_by", "created_at", "diff", "restore"]
     fields = list(readonly_fields)
     actions = ["restore_revision"]
+
+    def get_urls(self) -> list[Any]:
+        restore = path(
+            "<path:object_id>/restore/",
+            self.admin_site.admin_view(self.restore_view),
+            name="agents_agentrevision_restore",
+        )
+        return [restore, *super().get_urls()]
+
+    @admin.display(description="Restore")
+    def restore(self, obj: AgentRevision) -> str:
+        # Inside the page's own form (its CSRF token), posted to this revision's restore/.
+        return format_html(
+            '<button type="submit" formaction="restore/" formmethod="post" class="button" id="restore-revision">'
+            "Restore the agent to r{}</button>",
+            obj.number,
+        )
+
+    def restore_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        revision = self.get_object(request, object_id)
+        if revision is None:
+            raise Http404("No such revision.")
+        change = reverse("admin:agents_agentrevision_change", args=[revision.pk])
+        if request.method != "POST":
+            return HttpResponseRedirect(change)
+        self.restore_revision(request, AgentRevision.objects.filter(pk=revision.pk))
+        return HttpResponseRedirect(change)
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
@@ -227,9 +260,13 @@ class AgentRevisionAdmin(TenantScopedAdmin):
 
     @admin.display(description="Changes from the previous revision")
     def diff(self, obj: AgentRevision) -> str:
-        return format_html(
-            '<pre style="white-space: pre-wrap">{}</pre>', revision_diff(obj) or "(first revision)"
+        text = revision_diff(obj)
+        if not text:
+            return format_html('<pre style="white-space: pre-wrap">{}</pre>', "(first revision)")
+        lines = format_html_join(
+            "", "<span{}>{}</span>\n", ((_diff_style(line), line) for line in text.split("\n"))
         )
+        return format_html('<pre class="revision-diff" style="white-space: pre-wrap">{}</pre>', lines)
 
     def get_actions(self, request: HttpRequest) -> Any:
         actions = super().get_actions(request)
@@ -252,6 +289,20 @@ class AgentRevisionAdmin(TenantScopedAdmin):
             self.message_user(request, "; ".join(exc.messages), messages.ERROR)
             return
         self.message_user(request, f"{revision.agent} restored to r{revision.number} (now r{new.number}).")
+
+
+_DIFF_STYLES = {
+    "+": ' class="diff-added" style="color: #1a7f37; background: rgba(46, 160, 67, 0.15)"',
+    "-": ' class="diff-removed" style="color: #cf222e; background: rgba(248, 81, 73, 0.15)"',
+    "@": ' class="diff-hunk" style="color: #6e7781"',
+}
+
+
+def _diff_style(line: str) -> Any:
+    """A unified diff line's colour: added green, removed red, hunk headers grey."""
+    if line.startswith(("+++", "---")):
+        return mark_safe(' class="diff-file" style="font-weight: bold"')
+    return mark_safe(_DIFF_STYLES.get(line[:1], ""))  # noqa: S308 -- constants only
 
 
 class ReadOnlyTenantAdmin(TenantScopedAdmin):
@@ -315,6 +366,127 @@ class UsageRecordAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_select_related = ["agent", "user", "run", "api_key", "routine"]
 
 
+class WaitingFilter(admin.SimpleListFilter):
+    """The approvals list opens on what waits for a person."""
+
+    title = "status"
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("pending", "Waiting"), ("decided", "Decided"), ("all", "All")]
+
+    def choices(self, changelist: Any) -> Any:
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": (self.value() or "pending") == value,
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": label,
+            }
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value() or "pending"
+        if value == "pending":
+            return queryset.filter(status=ApprovalStatus.PENDING)
+        if value == "decided":
+            return queryset.exclude(status=ApprovalStatus.PENDING)
+        return queryset
+
+
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
+    """Pending approvals (and the decided ones): approve or deny from the list."""
+
+    list_display = ["tool_name", "status", "risk", "run", "arguments_short", "created_at", "decided_by"]
+    list_filter = [WaitingFilter, "risk", "tool_name"]
+    list_select_related = ["run", "decided_by"]
+    actions = ["approve", "approve_always", "deny"]
+    readonly_fields = ["arguments", "details", "request_reason"]
+
+    @admin.display(description="Arguments")
+    def arguments_short(self, approval: ApprovalRequest) -> str:
+        text = json.dumps(approval.arguments, ensure_ascii=False)
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    def _decide(self, request: HttpRequest, queryset: QuerySet, approved: bool, always: bool = False) -> None:
+        count = 0
+        try:
+            for approval in queryset.filter(status=ApprovalStatus.PENDING):
+                do_decide_approval(
+                    approval, approved, acting_user=request.user, reason="decided in the admin", always=always
+                )
+                count += 1
+        except PermissionDenied:
+            self.message_user(request, "You cannot decide this tenant's tool calls.", messages.ERROR)
+            return
+        self.message_user(request, f"{'Approved' if approved else 'Denied'} {count} call(s).")
+
+    @admin.action(description="Approve the selected calls")
+    def approve(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, True)
+
+    @admin.action(description="Approve the selected calls, always (this session, these arguments)")
+    def approve_always(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, True, always=True)
+
+    @admin.action(description="Deny the selected calls")
+    def deny(self, request: HttpRequest, queryset: QuerySet) -> None:
+        self._decide(request, queryset, False)
+
+
+class RunEventInline(admin.TabularInline):
+    """On a run's page: its stored events in order -- tool calls with their input,
+    results with their output and errors, approvals, the outcome."""
+
+    model = RunEvent
+    extra = 0
+    fields = ("seq", "type", "summary", "created_at")
+    readonly_fields = fields
+    can_delete = False
+    ordering = ("seq",)
+    verbose_name = "event"
+
+    @admin.display(description="What happened")
+    def summary(self, event: RunEvent) -> str:
+        return event_summary(event.type, event.payload)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Whoever may open the run (tenant and member rule) reads its events.
+        return True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+EVENT_TEXT_CHARS = 400
+
+
+def event_summary(kind: str, payload: Any) -> str:
+    """One line of a run event for people: a tool call's name and arguments, a
+    result's output or error, an approval's decision, a failure's message."""
+    data = payload if isinstance(payload, dict) else {}
+    if kind == "tool.call":
+        text = f"{data.get('name', '?')}({json.dumps(data.get('arguments', {}), ensure_ascii=False)})"
+    elif kind == "tool.result":
+        failed = f"failed ({data.get('error_type') or 'error'}):" if data.get("is_error") else "ok:"
+        text = f"{data.get('name', '?')} {failed} {data.get('preview', '')}".strip()
+        if data.get("duration_ms") is not None:
+            text += f" ({data['duration_ms']} ms)"
+    elif kind == "approval_needed":
+        text = "waiting for approval: " + ", ".join(str(c.get("name")) for c in data.get("calls", []))
+    elif kind == "approval.decided":
+        text = f"{data.get('status', '?')} by {data.get('by', '?')}" + (
+            " (always)" if data.get("always") else ""
+        )
+    elif kind in {"run.failed", "run.cancelled"}:
+        text = str(data.get("error") or data.get("reason") or "")
+    else:
+        text = json.dumps(data, ensure_ascii=False) if data else ""
+    return text if len(text) <= EVENT_TEXT_CHARS else text[: EVENT_TEXT_CHARS - 1] + "…"
+
+
 @admin.register(Run)
 class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
     list_display = [
@@ -339,7 +511,7 @@ class RunAdmin(MemberRuleMixin, ReadOnlyTenantAdmin):
         # The run is visible here, so are its spans (they hang off it).
         return render_waterfall(list(Span._base_manager.filter(run_id=run.pk, tenant_id=run.tenant_id)))
 
-    inlines = [MemoryInjectionInline]
+    inlines = [RunEventInline, MemoryInjectionInline]
 
     @admin.action(description="Cancel the selected runs")
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet) -> None:

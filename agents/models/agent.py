@@ -200,4 +200,7 @@ class AgentFile(TenantOwned):
     def save(self, *args: object, **kwargs: object) -> None:
         if self.tenant_id is None and self.agent_id:
             self.tenant_id = self.agent.tenant_id
+        # A browser's textarea sends \r\n: prompt files are stored with \n only, so a
+        # revision's diff and the prompt the model gets never carry stray \r.
+        self.content = (self.content or "").replace("\r\n", "\n").replace("\r", "\n")
         super().save(*args, **kwargs)  # type: ignore[arg-type]

@@ -206,6 +206,9 @@ ROUTES: dict[str, Route] = {
     "admin:password_change": Public("the caller's own password"),
     "admin:password_change_done": Public("a confirmation page"),
     "admin:jsi18n": Public("translations for the admin's scripts"),
+    "admin:agents_agentrevision_restore": Checked(
+        "tests/platform/test_admin_chat_items.py::test_a_revisions_page_colours_its_diff_and_restores"
+    ),
     "admin:autocomplete": Checked(
         "tests/platform/test_admin_isolation.py::test_autocomplete_offers_only_the_tenants_objects"
     ),

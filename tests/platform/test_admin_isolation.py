@@ -14,6 +14,7 @@ from agents.models import (
     Agent,
     AgentFile,
     AgentRevision,
+    ApprovalRequest,
     Attachment,
     LLMProvider,
     MemoryEntry,
@@ -37,7 +38,7 @@ from claw_platform.api.models import AgentWebhook, ApiKey, PairingCode
 from claw_platform.audit.models import AuditEvent
 from claw_platform.tenancy.models import Membership, TenantOwned
 from tests.fixtures.tenants import PASSWORD, make_api_rows
-from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill, ToolHealth
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill, ToolApprovalGrant, ToolHealth
 
 TENANT_MODELS = [m for m in admin.site._registry if issubclass(m, TenantOwned)]
 
@@ -51,6 +52,22 @@ def _api_rows(tenant_a, tenant_b) -> None:
         ToolHealth.objects.unscoped().create(
             tenant=tenant_set.tenant, agent=tenant_set.agent, tool=f"{prefix}-tool", consecutive_failures=1
         )
+        make_approval_rows(tenant_set, prefix)
+
+
+def make_approval_rows(tenant_set, prefix: str) -> None:
+    """A call waiting for approval in the member's chat, and an "always" grant."""
+    run = Run.objects.unscoped().filter(tenant=tenant_set.tenant).order_by("id").first()
+    ApprovalRequest.objects.unscoped().create(
+        tenant=tenant_set.tenant, run=run, call_id=f"{prefix}-call", tool_name="bash", arguments={"cmd": "ls"}
+    )
+    ToolApprovalGrant.objects.unscoped().create(
+        tenant=tenant_set.tenant,
+        session_id=run.session_id,
+        tool_name="bash",
+        arguments_digest=f"{prefix}-digest",
+        arguments={"cmd": "ls"},
+    )
 
 
 def make_routine_rows(tenant_set, prefix: str, user) -> Routine:
@@ -113,6 +130,8 @@ def objects_of(tenant_set) -> dict[type, object]:
         MemoryInjection: MemoryInjection.objects.unscoped(),
         ToolHealth: ToolHealth.objects.unscoped(),
         Attachment: Attachment.objects.unscoped(),
+        ApprovalRequest: ApprovalRequest.objects.unscoped(),
+        ToolApprovalGrant: ToolApprovalGrant.objects.unscoped(),
     }
     return {model: q.filter(tenant=tenant_set.tenant).first() for model, q in qs.items()}
 
@@ -158,6 +177,8 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         MemoryInjection,
         ToolHealth,
         Attachment,
+        ApprovalRequest,
+        ToolApprovalGrant,
     }
 
 
@@ -309,6 +330,13 @@ def m1_object(model, chats):
         BudgetAlert: BudgetAlert.objects.unscoped().filter(budget__user=chats.m1).first(),
         MemoryInjection: MemoryInjection.objects.unscoped().filter(session=chats.session).first(),
         Attachment: Attachment.objects.unscoped().filter(session=chats.session).first(),
+        ApprovalRequest: chats.approval,
+        ToolApprovalGrant: ToolApprovalGrant.objects.unscoped().get_or_create(
+            tenant=chats.session.tenant,
+            session=chats.session,
+            tool_name="bash",
+            arguments_digest="m1-digest",
+        )[0],
     }[model]
 
 
@@ -335,6 +363,8 @@ def test_the_session_hung_admin_models_are_these():
         InboundUpdate,
         MemoryInjection,
         Attachment,
+        ApprovalRequest,
+        ToolApprovalGrant,
     }
 
 

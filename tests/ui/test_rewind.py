@@ -104,12 +104,17 @@ def test_a_turn_is_taken_back_only_when_it_is_the_last_and_nothing_runs(live_age
     session = chat_session(live_agent)
     with tenant_context(session.tenant_id), pytest.raises(RewindRefused, match="no reply"):
         do_rewind_last_turn(Session.objects.unscoped().get(pk=session.pk))
+    # One transaction: the module's live worker never sees the run queued (it would
+    # answer it, and finish the turn after it was taken back).
     with transaction.atomic():
         run = do_send_message(session, "first", acting_user=live_agent.member)
-    assert run is not None
-    with tenant_context(session.tenant_id), pytest.raises(RewindRefused, match="Wait for the current reply"):
-        do_rewind_last_turn(Session.objects.unscoped().get(pk=session.pk))
-    Run.objects.unscoped().filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+        assert run is not None
+        with (
+            tenant_context(session.tenant_id),
+            pytest.raises(RewindRefused, match="Wait for the current reply"),
+        ):
+            do_rewind_last_turn(Session.objects.unscoped().get(pk=session.pk))
+        Run.objects.unscoped().filter(pk=run.pk).update(status=RunStatus.COMPLETED)
     with tenant_context(session.tenant_id):
         taken = do_rewind_last_turn(Session.objects.unscoped().get(pk=session.pk))
     assert taken.user_text == "first"

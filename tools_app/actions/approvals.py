@@ -75,3 +75,22 @@ def do_record_always_approval(approval: ApprovalRequest, *, acting_user: Any) ->
             },
         )
     return grant
+
+
+@transaction.atomic
+def do_revoke_always_approval(grant: ToolApprovalGrant, *, acting_user: Any) -> None:
+    """Take an "always allow" grant back: the same call asks again from now on. The
+    member rule holds (a member revokes in their own chats; owners and admins in any)."""
+    from agents.actions.runs import check_actor, check_session_actor
+
+    caller = check_actor(grant.tenant_id, acting_user)
+    check_session_actor(caller, grant.session_id)
+    deleted, _ = ToolApprovalGrant._base_manager.filter(pk=grant.pk, tenant_id=grant.tenant_id).delete()
+    if deleted:
+        record_audit_event(
+            action="approval.always_revoked",
+            actor=acting_user,
+            tenant_id=grant.tenant_id,
+            obj=grant,
+            diff={"tool": [grant.tool_name, None], "arguments_sha256": [grant.arguments_digest, None]},
+        )

@@ -5,17 +5,21 @@ field (claw_platform.secret_fields), and checked by the models' clean()."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from claw_platform.admin.scoped import TenantScopedAdmin
+from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin
+from tools_app.actions.approvals import do_revoke_always_approval
 from tools_app.health import do_clear_tool_flag
 from tools_app.hooks.callables import registered_callables
-from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill, ToolHealth
+from tools_app.models import AllowedHost, Hook, HttpTool, McpServer, Skill, ToolApprovalGrant, ToolHealth
 
 
 class HookForm(forms.ModelForm):
@@ -195,6 +199,16 @@ class ToolHealthAdmin(TenantScopedAdmin):
         "updated_at",
     ]
     actions = ["clear_flag"]
+@admin.register(ToolApprovalGrant)
+class ToolApprovalGrantAdmin(MemberRuleMixin, TenantScopedAdmin):
+    """The "always allow" grants (T12): one exact call allowed for the rest of a
+    session. Revoke takes one back (audited); nothing is edited here."""
+
+    list_display = ["tool_name", "session", "arguments_short", "granted_by", "created_at"]
+    list_filter = ["tool_name"]
+    list_select_related = ["session", "granted_by"]
+    readonly_fields = ["session", "tool_name", "arguments", "arguments_digest", "approval", "granted_by"]
+    actions = ["revoke"]
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
@@ -208,3 +222,25 @@ class ToolHealthAdmin(TenantScopedAdmin):
         for row in rows:
             do_clear_tool_flag(row, acting_user=request.user)
         self.message_user(request, f"Cleared: {len(rows)} tool(s).")
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="Arguments")
+    def arguments_short(self, grant: ToolApprovalGrant) -> str:
+        text = json.dumps(grant.arguments, ensure_ascii=False)
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.action(description="Revoke the selected grants (the calls ask again)")
+    def revoke(self, request: HttpRequest, queryset: QuerySet) -> None:
+        count = 0
+        try:
+            for grant in queryset:
+                do_revoke_always_approval(grant, acting_user=request.user)
+                count += 1
+        except PermissionDenied:
+            self.message_user(request, "You cannot revoke this grant.", messages.ERROR)
+            return
+        self.message_user(request, f"Revoked {count} grant(s).")

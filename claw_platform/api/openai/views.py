@@ -156,7 +156,9 @@ async def chat_completions_view(request: HttpRequest) -> HttpResponse | Streamin
         # The body middleware stopped at the image cap; without images, the API's own cap.
         body = request.body or b"null"
         over_api_cap = len(body) > settings.CLAW_API_MAX_BODY_BYTES
-        if len(body) > settings.CLAW_API_IMAGE_MAX_BODY_BYTES or (over_api_cap and b'"image_url"' not in body):
+        if len(body) > settings.CLAW_API_IMAGE_MAX_BODY_BYTES or (
+            over_api_cap and b'"image_url"' not in body
+        ):
             raise WireError("The request body is too large.", status=413, code="payload_too_large")
         chat = parse_chat_request(parse_wire_json(body))
         if not chat.images and over_api_cap:
