@@ -194,7 +194,7 @@ ROUTES: dict[str, Route] = {
         "tests/chat_platforms/test_linking.py::test_a_code_links_only_within_its_own_tenant"
     ),
     "chat:unlink_chat_account": Checked(
-        "tests/chat_platforms/test_linking.py::test_only_the_member_can_unlink_their_own_account"
+        "tests/chat_platforms/test_linking.py::test_a_member_links_and_unlinks_their_account_with_a_one_time_code"
     ),
     "chat:login": Public("the sign-in form"),
     "chat:logout": Public("signs the caller out"),

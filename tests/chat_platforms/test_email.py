@@ -82,10 +82,14 @@ def bodies(fake: Any) -> list[str]:
     return [m.get_content().strip() for m in fake.sent_mail()]
 
 
-def test_a_mail_is_answered_in_its_thread(mailbox, worker, fake_mail, fake_llm, inline_runs):
+def test_a_mail_is_answered_in_its_thread_once_and_automatic_mail_is_not(
+    mailbox, worker, fake_mail, fake_llm, inline_runs
+):
     fake_llm.script(FakeTurn(text="Hello Ada, answered by mail."), FakeTurn(text="Still the same thread."))
     first = mail("Can you help?", subject="Quarterly numbers")
+    fake_mail.deliver(mail("I am away", Auto_Submitted="auto-replied"))  # never answered (no loops)
     fake_mail.deliver(first)
+    fake_mail.deliver(first)  # the same Message-ID again: stored once
     fake_mail.wait_for(lambda f: "Hello Ada, answered by mail." in bodies(f))
     reply = fake_mail.sent_mail()[0]
     assert reply["To"] == USER
@@ -103,19 +107,9 @@ def test_a_mail_is_answered_in_its_thread(mailbox, worker, fake_mail, fake_llm, 
     fake_mail.wait_for(lambda f: "Still the same thread." in bodies(f))
     assert Run.objects.unscoped().filter(session__channel="email").values("session").distinct().count() == 1
     assert fake_llm.requests[1].json["messages"][-1]["content"] == "And next quarter?"
-    assert Channel.objects.unscoped().get(pk=mailbox.pk).poll_offset == 2
-
-
-def test_a_duplicate_and_automatic_mail_are_not_answered(mailbox, worker, fake_mail, fake_llm, inline_runs):
-    fake_llm.script(FakeTurn(text="Only once."))
-    same = mail("twice delivered")
-    fake_mail.deliver(mail("I am away", Auto_Submitted="auto-replied"))
-    fake_mail.deliver(same)
-    fake_mail.deliver(same)
-    fake_mail.wait_for(lambda f: Channel.objects.unscoped().get(pk=mailbox.pk).poll_offset == 3)
-    fake_mail.wait_for(lambda f: "Only once." in bodies(f))
-    assert InboundUpdate.objects.unscoped().filter(channel=mailbox).count() == 1
-    assert len(fake_mail.sent_mail()) == 1
+    assert Channel.objects.unscoped().get(pk=mailbox.pk).poll_offset == 4
+    assert InboundUpdate.objects.unscoped().filter(channel=mailbox).count() == 2
+    assert len(fake_mail.sent_mail()) == 2
 
 
 def test_approval_by_reply(mailbox, worker, fake_mail, fake_llm, inline_runs, live_agent):
@@ -128,6 +122,7 @@ def test_approval_by_reply(mailbox, worker, fake_mail, fake_llm, inline_runs, li
     fake_mail.deliver(mail(f"yes\n\nOn Tuesday, Claw wrote:\n{quoted}", replying_to=asked[0]))
     fake_mail.wait_for(lambda f: "Listed." in bodies(f))
     assert ApprovalRequest.objects.unscoped().get(call_id="call_ls").status == "approved"
+    assert strip_quoted("no\n> quoted\nthanks") == "no\nthanks"
 
 
 def test_a_temporary_smtp_refusal_is_retried_and_a_permanent_one_reported(
@@ -162,8 +157,3 @@ def test_a_private_server_address_needs_the_tenants_allow_list(live_agent, fake_
     with pytest.raises(Exception, match="refused") as refused:
         asyncio.run(adapter.fetch_new(0))
     assert refused.value.retryable is False  # type: ignore[attr-defined]
-
-
-def test_quoted_text_is_stripped():
-    assert strip_quoted("yes\n\nOn Mon, 1 Jan 2026, Claw <a@b> wrote:\n> Approval needed") == "yes"
-    assert strip_quoted("no\n> quoted\nthanks") == "no\nthanks"

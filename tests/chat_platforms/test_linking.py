@@ -44,13 +44,7 @@ def new_code(user: Any) -> str:
     return found.group(1)
 
 
-def test_an_unlinked_sender_is_told_how_to_link(telegram, fake_telegram):
-    post(telegram, update("hello?", sender=77))
-    notice = fake_telegram.wait_for(lambda f: [t for t in final_texts(f) if "/link CODE" in t])
-    assert "Your id here: 77" in notice[0]
-
-
-def test_a_member_links_their_account_with_a_one_time_code(
+def test_a_member_links_and_unlinks_their_account_with_a_one_time_code(
     telegram, fake_telegram, fake_llm, inline_runs, live_agent
 ):
     code = new_code(live_agent.admin)
@@ -77,6 +71,16 @@ def test_a_member_links_their_account_with_a_one_time_code(
     assert "telegram bot: 77" in page
     assert code not in page
 
+    # Only the member whose link it is removes it.
+    url = reverse(
+        "chat:unlink_chat_account", args=[ChannelLink.objects.unscoped().get(platform_user_id="77").pk]
+    )
+    assert signed_in(live_agent.member).post(url).status_code == 404
+    assert signed_in(live_agent.owner).post(url).status_code == 404
+    assert ChannelLink.objects.unscoped().filter(platform_user_id="77").exists()
+    assert signed_in(live_agent.admin).post(url).status_code == 302
+    assert not ChannelLink.objects.unscoped().filter(platform_user_id="77").exists()
+
 
 def test_a_code_links_only_within_its_own_tenant(telegram, fake_telegram, tenant_b, live_agent):
     foreign = new_code(tenant_b.member)
@@ -99,13 +103,3 @@ def test_wrong_codes_lock_the_sender_out_and_a_group_is_no_place_for_a_code(
     post(telegram, update(f"/link {code}", sender=79, group=True))
     fake_telegram.wait_for(lambda f: any("private chat" in t for t in final_texts(f)))
     assert not ChannelLink.objects.unscoped().filter(platform_user_id__in=["77", "79"]).exists()
-
-
-def test_only_the_member_can_unlink_their_own_account(telegram, live_agent):
-    mine = ChannelLink.objects.unscoped().get(channel=telegram, platform_user_id="42")
-    url = reverse("chat:unlink_chat_account", args=[mine.pk])
-    assert signed_in(live_agent.admin).post(url).status_code == 404
-    assert signed_in(live_agent.owner).post(url).status_code == 404
-    assert ChannelLink.objects.unscoped().filter(pk=mine.pk).exists()
-    assert signed_in(live_agent.member).post(url).status_code == 302
-    assert not ChannelLink.objects.unscoped().filter(pk=mine.pk).exists()

@@ -47,8 +47,9 @@ def test_a_reply_the_platform_kept_refusing_is_sent_later_by_a_workers_sweep_onc
     assert row.next_attempt_at > timezone.now()
     assert row.claimed_until is None
     assert "Delivered at last." not in texts(fake_slack)
-    update = InboundUpdate.objects.unscoped().get()
-    assert update.detail.startswith("delivery postponed")
+    fake_slack.wait_for(
+        lambda f: InboundUpdate.objects.unscoped().filter(detail__startswith="delivery postponed").exists()
+    )
 
     make_due(row)
     stop = threading.Event()
@@ -70,7 +71,7 @@ def test_a_reply_the_platform_kept_refusing_is_sent_later_by_a_workers_sweep_onc
     assert texts(fake_slack).count("Delivered at last.") == 1
 
 
-def test_only_the_parts_that_did_not_arrive_are_sent_again(slack, fake_slack):
+def test_only_undelivered_parts_are_sent_again_a_claim_is_held_and_a_refusal_given_up(slack, fake_slack):
     row_id = create_outbound(slack, Target("D1"), ["part one", "part two", "part three"])
     OutboundReply.objects.unscoped().filter(pk=row_id).update(
         sent_parts=1, message_ids=["1.1"], claimed_until=None, next_attempt_at=timezone.now()
@@ -82,16 +83,16 @@ def test_only_the_parts_that_did_not_arrive_are_sent_again(slack, fake_slack):
     assert row.sent_parts == 3
     assert len(row.message_ids) == 3
 
-
-def test_a_refusal_no_retry_can_help_is_given_up_and_a_claim_is_held(slack, fake_slack):
-    row_id = create_outbound(slack, Target("D1"), ["lost"])
-    assert claim_due() == []  # the live delivery holds it
-    OutboundReply.objects.unscoped().filter(pk=row_id).update(claimed_until=None)
-    assert claim_due() == [row_id]
-    assert claim_due() == []  # the first sweep holds it now
-    OutboundReply.objects.unscoped().filter(pk=row_id).update(claimed_until=None)
+    # A claim is held: by the live delivery, then by the first sweep that takes it.
+    lost = create_outbound(slack, Target("D1"), ["lost"])
+    assert claim_due() == []
+    OutboundReply.objects.unscoped().filter(pk=lost).update(claimed_until=None)
+    assert claim_due() == [lost]
+    assert claim_due() == []
+    # A refusal no retry can help: given up.
+    OutboundReply.objects.unscoped().filter(pk=lost).update(claimed_until=None)
     fake_slack.fail("chat.postMessage", 200)  # ok: false, channel_not_found
     assert asyncio.run(sweep_undelivered()) == 0
-    row = OutboundReply.objects.unscoped().get(pk=row_id)
-    assert row.status == OutboundStatus.FAILED
-    assert "channel_not_found" in row.last_error
+    given_up = OutboundReply.objects.unscoped().get(pk=lost)
+    assert given_up.status == OutboundStatus.FAILED
+    assert "channel_not_found" in given_up.last_error

@@ -39,9 +39,26 @@ class FakePlatform:
         self._runner: web.AppRunner | None = None
         self.url = ""
         self.lock = threading.Lock()
+        self.closing = False  # WebSocket sessions end when set; stop() waits for them
+        self.open_sockets = 0
 
     def routes(self, app: web.Application) -> None:
         raise NotImplementedError
+
+    async def tracked(self, request: web.Request, session: Any) -> web.WebSocketResponse:
+        """A WebSocket whose ``session(request, ws)`` is counted, so :meth:`stop`
+        lets it end (and the client see a close) before the server goes."""
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        with self.lock:
+            self.open_sockets += 1
+        try:
+            await session(request, ws)
+        finally:
+            with self.lock:
+                self.open_sockets -= 1
+            await ws.close()
+        return ws
 
     def fail(self, method: str, status: int, *, times: int = 1, retry_after: float | None = None) -> None:
         with self.lock:
@@ -102,6 +119,10 @@ class FakePlatform:
         return self
 
     def stop(self) -> None:
+        self.closing = True
+        deadline = time.monotonic() + 2.0
+        while self.open_sockets and time.monotonic() < deadline:
+            time.sleep(0.02)
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
@@ -223,14 +244,15 @@ class FakeSlack(FakePlatform):
         return web.json_response({"ok": True, "url": ws_url})
 
     async def socket(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
+        return await self.tracked(request, self._socket_session)
+
+    async def _socket_session(self, request: web.Request, ws: web.WebSocketResponse) -> web.WebSocketResponse:
         with self.lock:
             self.sockets_opened += 1
         hello = {"type": "hello", "num_connections": 1, "connection_info": {"app_id": "A1"}}
         await ws.send_json(hello)
         unacked: dict[str, tuple[float, dict[str, Any]]] = {}
-        while not ws.closed:
+        while not ws.closed and not self.closing:
             with self.lock:
                 pending = list(self.envelopes)
                 self.envelopes.clear()
@@ -509,8 +531,11 @@ class FakeDiscord(FakePlatform):
         )
 
     async def gateway(self, request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
+        return await self.tracked(request, self._gateway_session)
+
+    async def _gateway_session(
+        self, request: web.Request, ws: web.WebSocketResponse
+    ) -> web.WebSocketResponse:
         seq = itertools.count(1)
         await ws.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}})
         first = await ws.receive_json(timeout=10)
@@ -529,7 +554,7 @@ class FakeDiscord(FakePlatform):
                 "application": {"id": "7000", "flags": 0},
             }
             await ws.send_json({"op": 0, "t": "READY", "s": next(seq), "d": ready})
-        while not ws.closed:
+        while not ws.closed and not self.closing:
             with self.lock:
                 pending = list(self.dispatches)
                 self.dispatches.clear()

@@ -7,6 +7,7 @@ import pytest
 from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from agents.actions.routines import Trigger, do_create_routine
 from agents.budgets.models import Budget, BudgetAlert, KillSwitch, SpendSettings
@@ -320,7 +321,7 @@ def m1_object(model, chats):
             chats.tenant_set, "m1", chats.m1
         )
         return routine if model is Routine else RoutineRun.objects.unscoped().filter(routine=routine).first()
-    if model in (ChannelConversation, InboundUpdate):
+    if model in (ChannelConversation, InboundUpdate, OutboundReply, ChannelLinkCode):
         return _m1_channel_row(model, chats)
     return {
         Session: chats.session,
@@ -346,6 +347,18 @@ def _m1_channel_row(model, chats):
     fields = {"tenant_id": session.tenant_id, "channel": channel, "chat_id": "m1", "sender_id": "m1"}
     if model is ChannelConversation:
         return ChannelConversation.objects.unscoped().create(session=session, **fields)
+    if model is OutboundReply:
+        del fields["sender_id"]
+        return OutboundReply.objects.unscoped().create(
+            run=chats.run, parts=["m1's reply"], next_attempt_at=timezone.now(), **fields
+        )
+    if model is ChannelLinkCode:
+        return ChannelLinkCode.objects.unscoped().create(
+            tenant_id=session.tenant_id,
+            user=chats.m1,
+            code_hash="m1".ljust(64, "0"),
+            expires_at=timezone.now(),
+        )
     return InboundUpdate.objects.unscoped().create(session=session, platform_id="m1-update", **fields)
 
 
@@ -361,6 +374,8 @@ def test_the_session_hung_admin_models_are_these():
         BudgetAlert,
         ChannelConversation,
         InboundUpdate,
+        OutboundReply,
+        ChannelLinkCode,
         MemoryInjection,
         Attachment,
         ApprovalRequest,

@@ -118,7 +118,7 @@ class EmailAdapter(ChannelAdapter):
             content = body.get_content()
             text = str(content) if body.get_content_subtype() == "plain" else get_text(str(content))
         text = strip_quoted(text.replace("\x00", ""))
-        subject = str(mail.get("Subject", "")).replace("\x00", "")[:300]
+        subject = re.sub(r"[\x00\r\n]+", " ", str(mail.get("Subject", "")))[:300]
         if not text:
             text = subject
         name = getaddresses([str(mail.get("From", ""))])[0][0]
