@@ -199,6 +199,8 @@ class ToolHealthAdmin(TenantScopedAdmin):
         "updated_at",
     ]
     actions = ["clear_flag"]
+
+
 @admin.register(ToolApprovalGrant)
 class ToolApprovalGrantAdmin(MemberRuleMixin, TenantScopedAdmin):
     """The "always allow" grants (T12): one exact call allowed for the rest of a
@@ -222,6 +224,7 @@ class ToolApprovalGrantAdmin(MemberRuleMixin, TenantScopedAdmin):
         for row in rows:
             do_clear_tool_flag(row, acting_user=request.user)
         self.message_user(request, f"Cleared: {len(rows)} tool(s).")
+
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
