@@ -306,6 +306,8 @@ async def _run_pollers(stop: threading.Event, owner: str, scan_seconds: float, s
         await asyncio.sleep(scan_seconds)
     for task in running.values():
         task.cancel()
+    # Let each poller's ``finally`` hand its lease back before the loop goes away.
+    await asyncio.gather(*running.values(), return_exceptions=True)
 
 
 def start_channel_pollers(stop: threading.Event) -> None:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents.models import EventKind, Routine, RoutineFire, RoutineStatus, TriggerKind
 from agents.routines.times import next_cron
 from claw_platform.audit.actions import record_audit_event
+from claw_platform.secret_fields import secret_fields
 
 MIN_INTERVAL_SECONDS = 60
 MAX_INTERVAL_SECONDS = 366 * 86_400
@@ -267,10 +268,14 @@ def do_update_routine(routine: Routine, changes: dict[str, Any], *, acting_user:
     next run from now."""
     locked = Routine._base_manager.select_for_update().get(pk=routine.pk)
     diff: dict[str, list[Any]] = {}
+    secret_names = {field.name for field in secret_fields(Routine)}
     for name, value in changes.items():
         before = getattr(locked, name)
         if before != value:
-            diff[name] = [str(before), str(value)]
+            if name in secret_names:  # the audit says whether a secret is set, never its value
+                diff[name] = ["set" if before else "not set", "set (changed)" if value else "not set"]
+            else:
+                diff[name] = [str(before), str(value)]
             setattr(locked, name, value)
     if set(diff) & set(TRIGGER_FIELD_NAMES):
         first = check_routine_trigger(trigger_of(locked))

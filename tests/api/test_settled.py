@@ -21,6 +21,7 @@ from claw_platform.api import live
 from claw_platform.api.listener import process_listener
 from claw_platform.api.serializers.conversation import run_payload
 from claw_platform.api.settled import settled_waiters
+from claw_platform.tenancy.rls import system_bypass
 
 
 def queued_run(tenant_a: Any, title: str) -> Run:
@@ -50,7 +51,8 @@ def wait_while_settling(
 
     def settle_when_waited_for() -> None:
         assert waiting.wait(30)
-        settle(run.pk)
+        with system_bypass():  # test code is system code; a new thread starts unscoped
+            settle(run.pk)
         connection.close()
 
     settler = threading.Thread(target=settle_when_waited_for)

@@ -13,10 +13,31 @@ from collections import deque
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aioimaplib.imap_testing_server import Mail, MockImapServer
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+
+def _import_imap_testing_server() -> Any:
+    """aioimaplib's test server calls ``asyncio.get_event_loop()`` while its module is
+    imported (a default argument that ``MockImapServer`` always overrides): give it a
+    throw-away loop, since an earlier test may have left the main thread without one."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        import aioimaplib.imap_testing_server as module
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    return module
+
+
+if TYPE_CHECKING:
+    from aioimaplib.imap_testing_server import Mail, MockImapServer
+else:
+    _imap_testing = _import_imap_testing_server()
+    Mail = _imap_testing.Mail
+    MockImapServer = _imap_testing.MockImapServer
 
 
 class FakeMailServer:

@@ -42,6 +42,11 @@ def test_every_declared_path_leads_to_a_user():
         path = getattr(model, "MEMBER_OWNER", None)
         if path is None:
             continue
+        if path == "user_id" and model._meta.label == "budgets.UsageDay":
+            # The usage rollup keeps plain ids (no foreign keys, so history outlives a
+            # deleted user): its column holds the user's own id.
+            assert model._meta.get_field("user_id").get_internal_type() == "BigIntegerField"
+            continue
         current = model
         for part in path.split("__"):
             field = current._meta.get_field(part)

@@ -5,17 +5,31 @@ imported, before pytest reads its command line)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_run_that_ends_at_its_command_line_leaves_no_server(tmp_path: Path) -> None:
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary folder with a short path: the embedded server's socket path must fit
+    the 107 bytes a Unix socket allows (pytest's own under xdist is too long)."""
+    folder = Path(tempfile.mkdtemp(prefix="cp-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_run_that_ends_at_its_command_line_leaves_no_server(short_tmp: Path) -> None:
+    tmp_path = short_tmp
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CLAW_VAR_DIR")}
     env["TMPDIR"] = str(tmp_path)  # where the plugin makes its run directory
     done = subprocess.run(

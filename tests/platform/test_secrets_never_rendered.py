@@ -68,6 +68,18 @@ def planted(tenant_a, tenant_b) -> dict[str, Any]:
     """Every secret field of every row of every model holds a marker."""
     for prefix, tenant_set in (("a", tenant_a), ("b", tenant_b)):
         make_api_rows(tenant_set.tenant, prefix, tenant_set.owner, tenant_set.agent)
+        # A routine too: its delivery webhook's secret is a secret field.
+        do_create_routine(
+            tenant_id=tenant_set.tenant.pk,
+            agent_id=tenant_set.agent.pk,
+            user_id=tenant_set.member.pk,
+            session_id=None,
+            name=f"{prefix}-routine",
+            prompt="nightly report",
+            trigger=Trigger("cron", cron="0 3 * * *"),
+            acting_user=None,
+            count_cap=False,
+        )
     root = get_user_model().objects.create_superuser(username="root", email="", password=PASSWORD)
     planted_count = 0
     for model in secret_models():

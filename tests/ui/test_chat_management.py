@@ -6,6 +6,7 @@ another member (the member rule)."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,9 +42,9 @@ def chat_with(tenant: Any, title: str, question: str, answer: str) -> Session:
             )
         )
         step = StepRecord(0, [EngineMessage.user(question), EngineMessage.assistant(answer)])
-        # (In a thread of its own: Playwright's loop runs in this one.)
+        # (In a thread of its own, in this tenant's scope: Playwright's loop runs in this one.)
         with ThreadPoolExecutor(1) as thread:
-            thread.submit(asyncio.run, store.persist_step(step)).result()
+            thread.submit(contextvars.copy_context().run, asyncio.run, store.persist_step(step)).result()
         do_finish_turn(turn, status="completed", text=answer)
     return session
 

@@ -5,6 +5,7 @@ and another tenant's member locked out of the page and the socket."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -141,7 +142,11 @@ def test_events_that_overtake_their_run_queued_are_fetched_again_whole(
     # Only the tool call is relayed live, as if it overtook everything before it.
     # (In a thread of its own: Playwright's loop runs in this one.)
     with ThreadPoolExecutor(1) as relay_thread:
-        relay_thread.submit(asyncio.run, ChannelLayerRelay().relay(run.pk, 3, "tool.call", call)).result()
+        relay_thread.submit(
+            contextvars.copy_context().run,
+            asyncio.run,
+            ChannelLayerRelay().relay(run.pk, 3, "tool.call", call),
+        ).result()
 
     card = page.locator('.tool-card[data-call="call_late"].status-done')
     card.wait_for(timeout=10_000)
