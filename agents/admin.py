@@ -96,13 +96,16 @@ class LLMProviderAdmin(TenantScopedAdmin):
             return "Save the provider first, then test its connection."
         # Inside the page's own form (its CSRF token); tests the saved settings.
         return format_html(
-            '<button type="submit" formaction="test-connection/" formmethod="post" class="button" '
+            '<button type="submit" formaction="{}" formmethod="post" class="button" '
             'id="test-connection">Test connection</button>'
-            '<div class="help">Asks the provider for its model list with the saved URL and key.</div>'
+            '<div class="help">Asks the provider for its model list with the saved URL and key.</div>',
+            reverse("admin:agents_llmprovider_test_connection", args=[obj.pk]),
         )
 
     def test_connection_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         provider = self.get_object(request, object_id)
+        if provider is None:
+            raise Http404("No such provider.")
         change = reverse("admin:agents_llmprovider_change", args=[provider.pk])
         if request.method != "POST":
             return HttpResponseRedirect(change)
@@ -128,15 +131,12 @@ class ModelProfileAdmin(TenantScopedAdmin):
         "provider",
         "model",
         "kind",
-        "dimension",
-        "use_for_memory",
         "context_window",
         "input_price",
         "output_price",
         "supports_tools",
         "supports_vision",
-        "supports_thinking",
-    ]
+    ]  # fits 1,280 px; the rest is on the profile's page
     list_filter = ["provider", "kind", "supports_tools", "supports_vision"]
     search_fields = ["model", "label"]
     autocomplete_fields = ["provider"]
@@ -273,9 +273,11 @@ class AgentRevisionAdmin(TenantScopedAdmin):
     @admin.display(description="Restore")
     def restore(self, obj: AgentRevision) -> str:
         # Inside the page's own form (its CSRF token), posted to this revision's restore/.
+        # An absolute URL: "restore/" relative to .../<id>/change/ would miss the route.
         return format_html(
-            '<button type="submit" formaction="restore/" formmethod="post" class="button" id="restore-revision">'
+            '<button type="submit" formaction="{}" formmethod="post" class="button" id="restore-revision">'
             "Restore the agent to r{}</button>",
+            reverse("admin:agents_agentrevision_restore", args=[obj.pk]),
             obj.number,
         )
 

@@ -41,7 +41,7 @@ def test_the_main_change_lists_fit_1280_px(stack: Stack, browser: Any, tenant_a:
     LLMProvider.objects.unscoped().filter(pk=tenant_a.provider.pk).update(
         base_url=f"https://{LONG}.gateway.example.com/openai/deployments/{LONG}/v1"
     )
-    Session.objects.unscoped().filter(pk=chats.session.pk).update(title=f"A very long title {LONG} " * 4)
+    Session.objects.unscoped().filter(pk=chats.session.pk).update(title=f"A very long title {LONG} " * 3)
     ApprovalRequest.objects.unscoped().filter(pk=chats.approval.pk).update(
         arguments={"command": f"find . -name '*.log' -newer {LONG} -exec gzip {{}} ; " * 5}
     )

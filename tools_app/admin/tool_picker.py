@@ -15,6 +15,7 @@ from typing import Any
 
 from django import forms
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from tools_app.models import HttpTool, McpServer
 from tools_app.models.config import parse_name_list
@@ -64,7 +65,9 @@ class ToolPickerWidget(forms.Widget):
     def value_omitted_from_data(self, data: Mapping[str, Any], files: Any, name: str) -> bool:
         return False  # no box ticked is an empty list, as with any checkboxes
 
-    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> SafeString:
         entries = parse_name_list(value if isinstance(value, str) else "")
         picked = [e for e in entries if e in self.known]
         other = [e for e in entries if e not in self.known]
