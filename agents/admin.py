@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -38,6 +39,7 @@ from agents.models import (
     Session,
     UsageRecord,
 )
+from agents.providers.connection_check import check_provider_connection
 from agents.team_admin import TEAM_INLINES
 from claw_platform.admin.scoped import (
     MemberRuleMixin,
@@ -49,7 +51,9 @@ from claw_platform.admin.scoped import (
 from claw_platform.audit.actions import client_ip
 from claw_platform.observability.models import Span
 from claw_platform.observability.waterfall import render_waterfall
+from claw_platform.tenancy.context import tenant_context
 from tools_app.admin import AGENT_TOOL_INLINES
+from tools_app.runtime.network import guard_for_tenant
 
 
 class LLMProviderForm(forms.ModelForm):
@@ -76,6 +80,48 @@ class LLMProviderAdmin(TenantScopedAdmin):
     list_display = ["name", "kind", "base_url", "api_key", "enabled"]  # the key as set / not set
     list_filter = ["kind", "enabled"]
     search_fields = ["name", "base_url"]
+    readonly_fields = ["connection"]
+
+    def get_urls(self) -> list[Any]:
+        test = path(
+            "<path:object_id>/test-connection/",
+            self.admin_site.admin_view(self.test_connection_view),
+            name="agents_llmprovider_test_connection",
+        )
+        return [test, *super().get_urls()]
+
+    @admin.display(description="Connection")
+    def connection(self, obj: LLMProvider | None) -> str:
+        if obj is None or obj.pk is None:
+            return "Save the provider first, then test its connection."
+        # Inside the page's own form (its CSRF token); tests the saved settings.
+        return format_html(
+            '<button type="submit" formaction="{}" formmethod="post" class="button" '
+            'id="test-connection">Test connection</button>'
+            '<div class="help">Asks the provider for its model list with the saved URL and key.</div>',
+            reverse("admin:agents_llmprovider_test_connection", args=[obj.pk]),
+        )
+
+    def test_connection_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        provider = self.get_object(request, object_id)
+        if provider is None:
+            raise Http404("No such provider.")
+        change = reverse("admin:agents_llmprovider_change", args=[provider.pk])
+        if request.method != "POST":
+            return HttpResponseRedirect(change)
+        if not self.has_change_permission(request, provider):
+            raise PermissionDenied
+        with tenant_context(provider.tenant_id):
+            guard = guard_for_tenant(provider.tenant_id)
+        result = async_to_sync(check_provider_connection)(
+            kind=provider.kind,
+            base_url=provider.base_url,
+            api_key=provider.api_key or "",
+            extra_headers=dict(provider.extra_headers or {}),
+            guard=guard,
+        )
+        self.message_user(request, result.message, messages.SUCCESS if result.ok else messages.ERROR)
+        return HttpResponseRedirect(change)
 
 
 @admin.register(ModelProfile)
@@ -85,15 +131,12 @@ class ModelProfileAdmin(TenantScopedAdmin):
         "provider",
         "model",
         "kind",
-        "dimension",
-        "use_for_memory",
         "context_window",
         "input_price",
         "output_price",
         "supports_tools",
         "supports_vision",
-        "supports_thinking",
-    ]
+    ]  # fits 1,280 px; the rest is on the profile's page
     list_filter = ["provider", "kind", "supports_tools", "supports_vision"]
     search_fields = ["model", "label"]
     autocomplete_fields = ["provider"]
@@ -230,9 +273,11 @@ class AgentRevisionAdmin(TenantScopedAdmin):
     @admin.display(description="Restore")
     def restore(self, obj: AgentRevision) -> str:
         # Inside the page's own form (its CSRF token), posted to this revision's restore/.
+        # An absolute URL: "restore/" relative to .../<id>/change/ would miss the route.
         return format_html(
-            '<button type="submit" formaction="restore/" formmethod="post" class="button" id="restore-revision">'
+            '<button type="submit" formaction="{}" formmethod="post" class="button" id="restore-revision">'
             "Restore the agent to r{}</button>",
+            reverse("admin:agents_agentrevision_restore", args=[obj.pk]),
             obj.number,
         )
 

@@ -43,6 +43,12 @@ class ToolContext:
         return self.role in ("owner", "admin")
 
 
+def optional_tool_context(ctx: RunContext) -> ToolContext | None:
+    """The run's :class:`ToolContext`, or None (checks that can only skip without one)."""
+    value = ctx.auth.get(TOOL_CONTEXT_KEY)
+    return value if isinstance(value, ToolContext) else None
+
+
 def tool_context(ctx: RunContext) -> ToolContext:
     """The run's :class:`ToolContext`; a tool error when the run has none (a tool
     called outside a configured run)."""

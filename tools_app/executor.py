@@ -85,10 +85,17 @@ class ConfiguredToolExecutor(RegistryToolExecutor):
         return self.approval.call_risk(tool, call.arguments)[0]
 
     async def check_policy(self, call: ToolCallPart, ctx: RunContext) -> PolicyDecision:
-        """The policy's decision; for a call that runs workspace scripts and that a
-        person approved (the run resumes), a refusal when the scripts are no longer
-        what the approval showed."""
+        """The policy's decision; a refusal instead of "needs approval" for a call
+        that would be refused anyway (:meth:`precheck`); for a call that runs
+        workspace scripts and that a person approved (the run resumes), a refusal
+        when the scripts are no longer what the approval showed."""
         decision = await super().check_policy(call, ctx)
+        if decision.action == "needs_approval":
+            # Issue 26 item 7: a call the path or command policy refuses anyway is
+            # refused at once (an error the model can act on), never shown to a person.
+            refusal = self.precheck(call, self.bind(ctx))
+            if refusal is not None:
+                return PolicyDecision.deny(refusal[0], error_type=refusal[1])
         if decision.action != "needs_approval" or not (decision.details or {}).get("scripts"):
             return decision
         if not str(ctx.run_id).isdigit():

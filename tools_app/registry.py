@@ -172,6 +172,13 @@ class Tool(ABC):
     async def run(self, args: dict[str, Any], ctx: RunContext) -> str | ToolOutput:
         """Do the work; return the text the model reads, or raise :class:`ToolError`."""
 
+    def precheck(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """Refuse, by raising :class:`ToolError`, a call that :meth:`run` would refuse
+        anyway for a reason that needs no side effect (the path guard, the shell's
+        command checks). Called with valid arguments before a call is offered to a
+        person for approval, so nobody is asked about a call that cannot run."""
+        return None
+
     def definition(self) -> ToolDefinition:
         """What the model sees: name, description, input schema."""
         return ToolDefinition(self.name, self.description, dict(self.input_schema))
@@ -432,6 +439,28 @@ class RegistryToolExecutor:
         if self.policy is None:
             return PolicyDecision.allow()
         return await self.policy(tool, call, ctx)
+
+    def precheck(self, call: ToolCallPart, ctx: RunContext) -> tuple[str, str] | None:
+        """Why ``call`` would be refused without running -- invalid arguments, or the
+        tool's own :meth:`Tool.precheck` (path and command policy) -- as ``(message,
+        error type)``, else ``None``. Asked before a call is offered for approval."""
+        tool = self._available.get(call.name)
+        if tool is None:
+            return None
+        args = call.arguments
+        if not isinstance(args, dict):
+            return f"Invalid arguments for {tool.name}: expected a JSON object.", INVALID_ARGUMENTS
+        problem = _argument_errors(tool, args)
+        if problem is not None:
+            return problem, INVALID_ARGUMENTS
+        try:
+            tool.precheck(dict(args), ctx)
+        except ToolError as exc:
+            return exc.message, exc.error_type or TOOL_ERROR
+        except Exception:
+            # A broken check must not block approvals: the call is checked again when it runs.
+            logger.exception("precheck of tool %s raised", tool.name)
+        return None
 
     # ------------------------------------------------------------------ execute
 

@@ -193,6 +193,8 @@ class PolicyDecision:
     action: PolicyAction = "allow"
     reason: str = ""
     details: Mapping[str, Any] | None = None
+    # For a refusal: the error type the model gets (default ``policy_denied``).
+    error_type: str = ""
 
     @classmethod
     def allow(cls) -> PolicyDecision:
@@ -203,8 +205,8 @@ class PolicyDecision:
         return cls("needs_approval", reason, details)
 
     @classmethod
-    def deny(cls, reason: str) -> PolicyDecision:
-        return cls("deny", reason)
+    def deny(cls, reason: str, *, error_type: str = "") -> PolicyDecision:
+        return cls("deny", reason, None, error_type)
 
 
 _ALLOW_POLICY = PolicyDecision()

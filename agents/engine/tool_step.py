@@ -186,7 +186,9 @@ class ToolStepRunner:
             return tool_error(call, "approval_denied", "The user denied this call.")
         decision = await self.tools.check_policy(call, self.ctx)
         if decision.action == "deny":
-            return tool_error(call, "policy_denied", decision.reason or "Denied by policy.")
+            return tool_error(
+                call, decision.error_type or "policy_denied", decision.reason or "Denied by policy."
+            )
         if decision.action == "needs_approval" and approval is not True:
             item.approval_details = dict(decision.details) if decision.details else None
             return tool_error(call, "approval_required", decision.reason or "This call needs approval.")

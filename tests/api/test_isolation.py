@@ -209,6 +209,10 @@ ROUTES: dict[str, Route] = {
     "admin:agents_agentrevision_restore": Checked(
         "tests/platform/test_admin_chat_items.py::test_a_revisions_page_colours_its_diff_and_restores"
     ),
+    "admin:agents_llmprovider_test_connection": Checked(
+        "tests/agents/test_admin_picker_and_connection.py::"
+        "test_test_connection_answers_through_the_guard_and_never_shows_the_key"
+    ),
     "admin:autocomplete": Checked(
         "tests/platform/test_admin_isolation.py::test_autocomplete_offers_only_the_tenants_objects"
     ),

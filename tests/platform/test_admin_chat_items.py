@@ -115,7 +115,7 @@ def test_a_revisions_page_colours_its_diff_and_restores(tenant_a: Any, tenant_b:
     # Restore from the revision's own page: the agent's file is back to r(n-1)'s.
     earlier = AgentRevision.objects.unscoped().filter(agent=tenant_a.agent).order_by("-number")[1]
     restore = reverse("admin:agents_agentrevision_restore", args=[earlier.pk])
-    assert 'formaction="restore/"' in html
+    assert f'formaction="{reverse("admin:agents_agentrevision_restore", args=[latest.pk])}"' in html
     # Another tenant's owner and this tenant's viewer cannot.
     assert admin_client(tenant_b.owner).post(restore).status_code == 404
     admin_client(tenant_a.viewer).post(restore)

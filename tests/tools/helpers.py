@@ -59,7 +59,9 @@ class Run:
         call = ToolCallPart(f"call_{self.calls}", name, arguments)
         decision = await self.executor.check_policy(call, self.ctx)
         if decision.action == "deny":
-            return ToolResultPart(call.id, name, decision.reason, True, "policy_denied")
+            return ToolResultPart(
+                call.id, name, decision.reason, True, decision.error_type or "policy_denied"
+            )
         if decision.action == "needs_approval":
             return ToolResultPart(call.id, name, decision.reason, True, "approval_required")
         return await self.executor.execute(call, self.ctx)

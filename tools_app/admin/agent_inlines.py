@@ -12,6 +12,7 @@ from django.http import HttpRequest
 
 from claw_platform.admin.scoped import TenantScopedInline
 from claw_platform.audit.actions import client_ip, diff_snapshots, record_audit_event, snapshot
+from tools_app.admin.tool_picker import ToolPickerWidget, tool_choices
 from tools_app.models import AgentToolConfig, ToolSetting
 
 
@@ -79,9 +80,13 @@ class AgentToolConfigInline(AuditedInline):
     ]
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        # A picker fed by the registry (issue 26 item 9), for the agent's tenant.
+        tenant = getattr(request, "tenant", None)
+        tenant_id = obj.tenant_id if obj is not None else getattr(tenant, "pk", None)
+        choices = tool_choices(tenant_id)
         widgets = kwargs.setdefault("widgets", {})
-        widgets["allowed_tools"] = forms.Textarea(attrs={"rows": 3, "cols": 60})
-        widgets["denied_tools"] = forms.Textarea(attrs={"rows": 3, "cols": 60})
+        widgets["allowed_tools"] = ToolPickerWidget(choices)
+        widgets["denied_tools"] = ToolPickerWidget(choices)
         return super().get_formset(request, obj, **kwargs)
 
 

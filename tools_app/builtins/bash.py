@@ -19,7 +19,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from agents.engine.interfaces import RunContext, ToolTraits
-from tools_app.context import ToolContext, tool_context
+from tools_app.context import ToolContext, optional_tool_context, tool_context
 from tools_app.guards.paths import sensitive_component
 from tools_app.registry import (
     EXECUTION_POLICY_BLOCKED,
@@ -125,6 +125,18 @@ class BashTool(Tool):
     max_output_chars = 60_000
     # Tells the approval policy which argument holds the command (shell_risk).
     command_argument = "command"
+
+    def precheck(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """The command's words against the path policy, for where it would run (a
+        shell that cannot run here at all is the run's refusal, not this check's)."""
+        context = optional_tool_context(ctx)
+        if context is None:
+            return
+        try:
+            mode = choose_mode(context.execution_for(self.name))
+        except SandboxUnavailable:
+            return
+        check_command_paths(args["command"], context, mode=mode)
 
     async def run(self, args: dict[str, Any], ctx: RunContext) -> ToolOutput:
         context = tool_context(ctx)

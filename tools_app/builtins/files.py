@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from agents.engine.interfaces import READ_ONLY, RunContext, ToolTraits
-from tools_app.context import ToolContext, tool_context
+from tools_app.context import ToolContext, optional_tool_context, tool_context
 from tools_app.guards.paths import (
+    blocked,
+    check_path_policy,
     display_path,
     open_nofollow,
     resolve_workspace_path,
@@ -80,7 +82,22 @@ def _write_text(context: ToolContext, requested: str, content: str) -> tuple[Pat
     return path, existed
 
 
-class ReadFileTool(Tool):
+class WorkspaceFileTool(Tool):
+    """A tool over one workspace path (argument ``path``, default the workspace)."""
+
+    writes = False
+
+    def precheck(self, args: dict[str, Any], ctx: RunContext) -> None:
+        """The path guard's checks that need no file system (outside, sensitive)."""
+        context = optional_tool_context(ctx)
+        if context is None:
+            return
+        parts = check_path_policy(context.workspace, args.get("path", "."))
+        if self.writes and not parts:
+            raise blocked("The workspace itself cannot be written to; name a file inside it.")
+
+
+class ReadFileTool(WorkspaceFileTool):
     name = "read_file"
     description = (
         "Read a text file from your workspace. Paths are relative to the workspace. "
@@ -113,7 +130,7 @@ class ReadFileTool(Tool):
         return "".join(lines[start:end])
 
 
-class WriteFileTool(Tool):
+class WriteFileTool(WorkspaceFileTool):
     name = "write_file"
     description = (
         "Create or overwrite a text file in your workspace (parent folders are created). "
@@ -126,6 +143,7 @@ class WriteFileTool(Tool):
         "additionalProperties": False,
     }
     traits = WRITES
+    writes = True
     timeout = 30.0
     max_output_chars = 2_000
 
@@ -136,7 +154,7 @@ class WriteFileTool(Tool):
         return f"{verb} {display_path(context.workspace, path)} ({len(args['content'].encode())} bytes)."
 
 
-class EditFileTool(Tool):
+class EditFileTool(WorkspaceFileTool):
     name = "edit_file"
     description = (
         "Replace text in a file of your workspace: old_string must occur exactly once "
@@ -154,6 +172,7 @@ class EditFileTool(Tool):
         "additionalProperties": False,
     }
     traits = WRITES
+    writes = True
     timeout = 30.0
     max_output_chars = 2_000
 
@@ -179,7 +198,7 @@ class EditFileTool(Tool):
         return f"Edited {display_path(context.workspace, path)}: {count if args.get('replace_all') else 1} replacement(s)."
 
 
-class ListDirTool(Tool):
+class ListDirTool(WorkspaceFileTool):
     name = "list_dir"
     description = "List the files and folders of a folder in your workspace (default: the workspace itself)."
     input_schema = {
@@ -247,7 +266,7 @@ def _glob_matches(pattern: str, relative: str) -> bool:
     return pattern.startswith("**/") and fnmatch.fnmatchcase(relative, pattern[3:])
 
 
-class GlobTool(Tool):
+class GlobTool(WorkspaceFileTool):
     name = "glob"
     description = (
         "Find files in your workspace by pattern, e.g. **/*.py or notes/*.md ('*' also "
@@ -287,7 +306,7 @@ class GlobTool(Tool):
         return "\n".join(found) if found else f"No files match {pattern!r}."
 
 
-class GrepTool(Tool):
+class GrepTool(WorkspaceFileTool):
     name = "grep"
     description = (
         "Search the text files of your workspace for a regular expression; prints "

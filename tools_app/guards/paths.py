@@ -99,17 +99,26 @@ def relative_parts(workspace: Path, requested: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+def check_path_policy(workspace: Path, requested: str) -> tuple[str, ...]:
+    """The checks of :func:`resolve_workspace_path` that need no file system: a path
+    that leaves the workspace or names something sensitive is refused. Returns the
+    components relative to the workspace. Used before a call is offered for approval
+    too (a call the guard refuses anyway is refused at once)."""
+    raw_parts = PurePosixPath(requested).parts if isinstance(requested, str) else ()
+    parts = relative_parts(workspace, requested)
+    sensitive = sensitive_component(tuple(raw_parts) + parts)
+    if sensitive is not None:
+        raise blocked(f"Access to {sensitive!r} is not allowed: it may hold credentials.")
+    return parts
+
+
 def resolve_workspace_path(
     workspace: Path, requested: str, *, must_exist: bool = False, for_write: bool = False
 ) -> Path:
     """The real path for ``requested`` inside ``workspace`` (see the module docs)."""
     # Lexical ".." handling is safe only because no component may be a link: a
     # "link/.." would otherwise mean the parent of the link's target.
-    raw_parts = PurePosixPath(requested).parts if isinstance(requested, str) else ()
-    parts = relative_parts(workspace, requested)
-    sensitive = sensitive_component(tuple(raw_parts) + parts)
-    if sensitive is not None:
-        raise blocked(f"Access to {sensitive!r} is not allowed: it may hold credentials.")
+    parts = check_path_policy(workspace, requested)
     _refuse_links_before_parent_steps(workspace, requested)
     current = workspace
     for index, part in enumerate(parts):

@@ -85,6 +85,15 @@ def _store_list(spec: McpServerSpec, tools: list[Any]) -> None:
         )
 
 
+def cached_tool_names(server_id: int, server_name: str) -> list[str]:
+    """The tool names of a server's listings cached in this process (the admin's tool
+    picker offers them; nothing is fetched for it)."""
+    with _list_lock:
+        listings = [tools for key, (_expiry, tools) in _list_cache.items() if key[0] == server_id]
+    names = {mcp_tool_name(server_name, str(getattr(t, "name", ""))) for tools in listings for t in tools}
+    return sorted(n for n in names if n != mcp_tool_name(server_name, ""))
+
+
 def limits_for(spec: McpServerSpec) -> ServerLimits:
     return server_limits(
         spec.id,
