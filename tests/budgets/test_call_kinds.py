@@ -1,6 +1,7 @@
 """Over budget, every other kind of LLM call is refused too, and no LLM request goes
-out: a heartbeat, a routine's run, a sub-agent (on its parent's budgets), compaction,
-its memory flush, a title and a message on the chat socket. The chat, REST, webhook,
+out: a heartbeat, a routine's run, a sub-agent (on its parent's budgets), a consulted
+agent (on its own budget), compaction, its memory flush, a title and a message on the
+chat socket. The chat, REST, webhook,
 /v1/ and a run that runs out mid-way are in test_api.py; embeddings in
 tests/memory/test_remote_embedder.py, the memory reflector in tests/memory/test_reflector.py.
 Heartbeat calls are recorded as usage of purpose ``heartbeat``."""
@@ -232,3 +233,34 @@ async def test_a_message_on_the_chat_socket_over_budget_is_refused_readably(live
     await socket.disconnect()
     assert not await sync_to_async(Run.objects.unscoped().filter(session_id=session.pk).exists)()
     assert model_requests(fake_llm) == 0
+
+
+def test_a_consulted_agent_is_refused_on_its_own_budget(live_agent, fake_llm):
+    from tests.teams.conftest import link, make_agent
+
+    ts = live_agent
+    priced(ts)
+    lawyer = make_agent(ts, "lawyer", "Lawyer", description="Answers contract questions.")
+    link(ts.agent, lawyer, "consult", "Contract and licence questions.")
+    Budget.objects.unscoped().create(
+        tenant=ts.tenant,
+        name="Lawyer",
+        scope="agent",
+        agent=lawyer,
+        limit=Decimal("0.01"),
+        spent=Decimal(1),
+        period="none",
+    )
+    session = do_create_session(ts.agent, user=ts.member, title="licence")
+    fake_llm.script(
+        FakeTurn(
+            tool_calls=[("delegate", {"action": "consult", "agent": "lawyer", "task": "MIT ok?"}, "c1")]
+        ),
+        FakeTurn(text="The lawyer could not answer."),
+    )
+    run = do_send_message(session, "can we use an MIT library?", acting_user=ts.member)
+    assert execute_run(run.pk, wait=True) == "completed", fake_llm.problems()
+    assert model_requests(fake_llm) == 2  # the parent's two calls; none for the lawyer
+    child = Session.objects.unscoped().get(parent=session)
+    refused = UsageRecord.objects.unscoped().get(session=child)
+    assert (refused.agent_id, refused.error, refused.cost) == (lawyer.pk, "budget_exceeded", 0)
