@@ -262,6 +262,8 @@ class SessionConsumer(LiveJsonConsumer):
                 }
             )
             return
+        if command is None:
+            await db_async(self._refuse_over_budget)()
         # Its events (run.queued, run.cancelled, approval.decided) reach every tab of
         # the session through the relay once stored.
         run = await send_message(MessageRequest(self.session, text, self.scope["user"]))
@@ -304,6 +306,19 @@ class SessionConsumer(LiveJsonConsumer):
             session = Session._base_manager.get(pk=self.session.pk)
             last = do_rewind_last_turn(session)
             return last, list(Attachment._base_manager.filter(turn_id=last.pk).values_list("pk", flat=True))
+
+    def _refuse_over_budget(self) -> None:
+        """As the API's 402 up front (agents.budgets): a spent budget, a used-up call
+        rate or a kill switch is told at once, readably, and nothing is queued."""
+        from agents.budgets.errors import BudgetRefused
+        from agents.budgets.guard import check_budget_open
+        from agents.budgets.http import session_charge
+
+        with tenant_context(self.session.tenant_id):
+            try:
+                check_budget_open(session_charge(self.session))
+            except BudgetRefused as refused:
+                raise ClientError(refused.message) from None
 
     def _send_with_attachments(self, text: str, ids: list[Any], user: Any, again: bool) -> None:
         """A message and its attachments in one transaction: the worker that takes the

@@ -1,5 +1,6 @@
-"""Admin pages: budgets (with spend so far and reset time), alerts, kill switches and
-the tenant's spend settings. Members see the budgets set on themselves only."""
+"""Admin pages: budgets (with spend so far and reset time), alerts, kill switches,
+the tenant's spend settings and the routines paused as runaways (read-only). Members
+see the budgets set on themselves, and the pauses of their own routines, only."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from agents.budgets.guard import budget_state, forget_zone
 from agents.budgets.killswitch import cancel_running_runs
-from agents.budgets.models import Budget, BudgetAlert, KillSwitch, SpendSettings
+from agents.budgets.models import Budget, BudgetAlert, KillSwitch, RunawayPause, SpendSettings
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin, can_edit
 
 
@@ -144,3 +145,24 @@ class SpendSettingsAdmin(TenantScopedAdmin):
         super().save_model(request, obj, form, change)
         tenant_id = obj.tenant_id
         transaction.on_commit(lambda: forget_zone(tenant_id))
+
+
+@admin.register(RunawayPause)
+class RunawayPauseAdmin(MemberRuleMixin, TenantScopedAdmin):
+    """Routines paused because they ran away (agents.budgets.runaway): read-only; the
+    routine's own page resumes it, the owners' banner dismisses the report."""
+
+    list_display = ["created_at", "routine", "kind", "reason", "dismissed_at"]
+    list_filter = ["kind"]
+    list_select_related = ["routine"]
+    readonly_fields = ["routine", "kind", "reason", "created_at", "dismissed_at"]
+    fields = ["routine", "kind", "reason", "created_at", "dismissed_at"]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

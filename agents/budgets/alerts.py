@@ -16,13 +16,16 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
 from agents.budgets.metrics import count_budget_alert
 from agents.budgets.models import BudgetAlert, SpendSettings
 from claw_platform.audit.actions import record_audit_event
+
+if TYPE_CHECKING:
+    from tools_app.guards.ssrf import SsrfGuard
 
 logger = logging.getLogger("claw.budgets.alerts")
 
@@ -81,11 +84,15 @@ def _post_all(tenant_id: int, url: str, secret: str, posts: list[tuple[int, byte
     from django.db import connection
 
     from claw_platform.tenancy.context import tenant_context
+    from tools_app.runtime.network import guard_for_tenant
 
     try:
-        for alert_id, body in posts:
-            with tenant_context(tenant_id):  # a thread of its own: the alert's tenant, set again
-                status = asyncio.run(post_alert(tenant_id, url, secret, body))
+        with tenant_context(tenant_id):  # a thread of its own: the alert's tenant, set again
+            # The allow-list is read here, synchronously: the event loop below runs
+            # no database query (Django refuses those inside a running loop).
+            guard = guard_for_tenant(tenant_id)
+            for alert_id, body in posts:
+                status = asyncio.run(post_alert(guard, url, secret, body))
                 BudgetAlert._base_manager.filter(pk=alert_id).update(webhook_status=status[:100])
     except Exception:  # a thread of its own: log, never crash the process
         logger.exception("budget alert webhook failed")
@@ -93,15 +100,14 @@ def _post_all(tenant_id: int, url: str, secret: str, posts: list[tuple[int, byte
         connection.close()
 
 
-async def post_alert(tenant_id: int, url: str, secret: str, body: bytes) -> str:
-    """POST one alert; the outcome as a short status ("HTTP 200", "refused: …")."""
+async def post_alert(guard: SsrfGuard, url: str, secret: str, body: bytes) -> str:
+    """POST one alert through ``guard`` (the tenant's SSRF guard); the outcome as a
+    short status ("HTTP 200", "refused: …"). Makes no database query."""
     from tools_app.guards.ssrf import BlockedDestination
     from tools_app.hooks.kinds import sign_webhook
     from tools_app.net.fetch import guarded_request
     from tools_app.net.transports import guarded_client
-    from tools_app.runtime.network import guard_for_tenant
 
-    guard = guard_for_tenant(tenant_id)
     timestamp = str(int(time.time()))
     headers = {
         "Content-Type": "application/json",

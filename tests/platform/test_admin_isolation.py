@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.actions.routines import Trigger, do_create_routine
-from agents.budgets.models import Budget, BudgetAlert, KillSwitch, SpendSettings
+from agents.budgets.models import Budget, BudgetAlert, KillSwitch, RunawayPause, SpendSettings
 from agents.models import (
     Agent,
     AgentFile,
@@ -86,6 +86,9 @@ def make_routine_rows(tenant_set, prefix: str, user) -> Routine:
     RoutineRun.objects.unscoped().create(
         tenant=tenant_set.tenant, routine=routine, status="ok", output="fine"
     )
+    RunawayPause.objects.unscoped().create(
+        tenant=tenant_set.tenant, routine=routine, kind="repeats", reason="it kept saying the same"
+    )
     return routine
 
 
@@ -121,6 +124,7 @@ def objects_of(tenant_set) -> dict[type, object]:
         BudgetAlert: BudgetAlert.objects.unscoped(),
         KillSwitch: KillSwitch.objects.unscoped(),
         SpendSettings: SpendSettings.objects.unscoped(),
+        RunawayPause: RunawayPause.objects.unscoped(),
         Channel: Channel.objects.unscoped(),
         ChannelLink: ChannelLink.objects.unscoped(),
         ChannelLinkCode: ChannelLinkCode.objects.unscoped(),
@@ -168,6 +172,7 @@ def test_every_tenant_owned_admin_model_is_covered_here():
         BudgetAlert,
         KillSwitch,
         SpendSettings,
+        RunawayPause,
         Channel,
         ChannelLink,
         ChannelLinkCode,
@@ -316,10 +321,12 @@ MEMBER_RULE_MODELS = [m for m in TENANT_MODELS if hasattr(m, "MEMBER_OWNER")]
 def m1_object(model, chats):
     """M1's row of ``model`` (its chat, a run of it, its usage row, its routine, the
     chat-platform conversation and update it would have come from)."""
-    if model in (Routine, RoutineRun):
+    if model in (Routine, RoutineRun, RunawayPause):
         routine = Routine.objects.unscoped().filter(user=chats.m1).first() or make_routine_rows(
             chats.tenant_set, "m1", chats.m1
         )
+        if model is RunawayPause:
+            return RunawayPause.objects.unscoped().filter(routine=routine).first()
         return routine if model is Routine else RoutineRun.objects.unscoped().filter(routine=routine).first()
     if model in (ChannelConversation, InboundUpdate, OutboundReply, ChannelLinkCode):
         return _m1_channel_row(model, chats)
@@ -372,6 +379,7 @@ def test_the_session_hung_admin_models_are_these():
         RoutineRun,
         Budget,
         BudgetAlert,
+        RunawayPause,
         ChannelConversation,
         InboundUpdate,
         OutboundReply,

@@ -109,6 +109,7 @@ class DelegateTool(Tool):
         )
 
     async def _consult(self, checked: Any, task: str, role: str, ctx: RunContext) -> ToolOutput:
+        from agents.budgets.scope import charging, current_charge
         from agents.runtime.chat import prompt_context
         from agents.runtime.delegation import MAX_DELEGATION_DEPTH, open_consultation
         from agents.runtime.llm import model_spec
@@ -133,23 +134,26 @@ class DelegateTool(Tool):
                 async def open_child(self, **_: Any) -> Any:
                     return store
 
-            result = await run_subagent(
-                task,
-                parent=ctx,
-                call_id=call.id,
-                model=model_spec(target.model),
-                tools=tools,
-                sessions=_Opened(),
-                prompt=build_system_prompt(prompt, "full"),
-                config=SubagentConfig(
-                    max_depth=MAX_DELEGATION_DEPTH,
-                    max_iterations=target.max_iterations,
-                    read_only=target.role == "task",
-                    extra_denied=SPAWN_TOOLS if target.role == "task" else frozenset(),
-                    parallel_tools=target.parallel_tools,
-                    time_budget=float(target.time_budget_seconds),
-                ),
-            )
+            # The consulted agent's budgets pay for its calls, and this run's too.
+            charge = current_charge()
+            with charging(charge.with_agent(target.agent_id) if charge is not None else None):
+                result = await run_subagent(
+                    task,
+                    parent=ctx,
+                    call_id=call.id,
+                    model=model_spec(target.model),
+                    tools=tools,
+                    sessions=_Opened(),
+                    prompt=build_system_prompt(prompt, "full"),
+                    config=SubagentConfig(
+                        max_depth=MAX_DELEGATION_DEPTH,
+                        max_iterations=target.max_iterations,
+                        read_only=target.role == "task",
+                        extra_denied=SPAWN_TOOLS if target.role == "task" else frozenset(),
+                        parallel_tools=target.parallel_tools,
+                        time_budget=float(target.time_budget_seconds),
+                    ),
+                )
             await db_async(_close)(
                 store, result.status, result.text, str(checked.session.pk), ctx.totals.cost - before
             )
