@@ -20,6 +20,7 @@ class UsagePurpose(models.TextChoices):
     DELEGATE = "delegate", "Consulted agent"
     EMBEDDING = "embedding", "Embedding"
     REFLECTION = "reflection", "Memory reflection"
+    HEARTBEAT = "heartbeat", "Heartbeat"
 
 
 class UsageRecord(TenantOwned):

@@ -10,11 +10,14 @@ else is what the user is told.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
 from agents.budgets.scope import charge_for_run, charging
 from agents.engine.light import complete_light
 from agents.engine.types import LLMRequest, Message
-from agents.models import AgentFile, Session
+from agents.models import AgentFile, Session, UsagePurpose, UsageRecord
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent
 from claw_platform.db import db_async, readable_failure
@@ -41,9 +44,14 @@ def has_work(text: str) -> bool:
     return False
 
 
-def checklist(agent_id: int, user_id: int | None) -> str:
+def checklist(agent_id: int, user_id: int | None, *, own_only: bool = False) -> str:
+    """The agent's HEARTBEAT.md plus the user's copy; with ``own_only`` just the one
+    file of ``user_id`` (``None``: the agent's own)."""
     files = AgentFile._base_manager.filter(agent_id=agent_id, name=HEARTBEAT_FILE)
-    parts = [f.content for f in files if f.user_id is None or f.user_id == user_id]
+    if own_only:
+        parts = [f.content for f in files if f.user_id == user_id]
+    else:
+        parts = [f.content for f in files if f.user_id is None or f.user_id == user_id]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -51,20 +59,77 @@ def is_silent(reply: str) -> bool:
     return reply.strip().strip(".").upper() in SILENT_REPLIES
 
 
-async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: ModelConfig) -> str:
-    """One heartbeat for the session's user with ``agent``: the text to tell them."""
-    text = await db_async(checklist)(agent.agent_id, session.user_id)
+@dataclass
+class Check:
+    """One heartbeat check: ``finding`` is what to tell the user ("" when nothing was
+    found or nothing was asked), ``called`` whether a model was called."""
+
+    finding: str = ""
+    called: bool = False
+    error: str = ""
+    cost: Decimal = Decimal(0)
+
+
+def record_usage(
+    records: list[Any],
+    *,
+    tenant_id: int,
+    agent_id: int,
+    user_id: int | None,
+    session_id: Any = None,
+    routine_id: int | None = None,
+) -> None:
+    """The check's LLM calls as usage rows, like every other call (O1)."""
+    UsageRecord._base_manager.bulk_create(
+        [
+            UsageRecord(
+                tenant_id=tenant_id,
+                agent_id=agent_id,
+                user_id=user_id,
+                session_id=session_id,
+                routine_id=routine_id,
+                provider=r.provider[:100],
+                model=r.model[:200],
+                purpose=UsagePurpose.HEARTBEAT,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                cache_read_tokens=r.cache_read_tokens,
+                cache_write_tokens=r.cache_write_tokens,
+                cost=r.cost,
+                latency_ms=r.latency_ms,
+                stop_reason=r.stop_reason[:32],
+                error=r.error,
+            )
+            for r in records
+        ]
+    )
+
+
+async def check_heartbeat(
+    text: str,
+    agent: ResolvedAgent,
+    main_model: ModelConfig,
+    *,
+    tenant_id: int,
+    user_id: int | None,
+    session_id: Any = None,
+    routine_id: int | None = None,
+) -> Check:
+    """Read ``text`` (a HEARTBEAT.md checklist) with one light call, charged to the
+    tenant, user, agent (and routine) and recorded as usage; no call when it has
+    nothing to do."""
     if not has_work(text):
-        return NOTHING_TO_DO
+        return Check()
     request = LLMRequest(
         model="",
         messages=[Message.user(f"Checklist (HEARTBEAT.md):\n\n{text[:20_000]}")],
         system=SYSTEM,
         max_tokens=512,
-        purpose="summary",
+        purpose=UsagePurpose.HEARTBEAT,
     )
-    # Charged like any call of the session (agents.budgets): its tenant, user and agent.
-    charge = charge_for_run(tenant_id=session.tenant_id, user_id=session.user_id, agent_id=agent.agent_id)
+    charge = charge_for_run(
+        tenant_id=tenant_id, user_id=user_id, agent_id=agent.agent_id, routine_id=routine_id
+    )
     try:
         with charging(charge):
             result = await complete_light(
@@ -72,7 +137,35 @@ async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: Mode
                 main=model_spec(main_model),
                 cheap=model_spec(agent.cheap_model) if agent.cheap_model else None,
             )
-    except Exception as exc:
-        return f"Heartbeat failed: {readable_failure(exc)}"
+    except Exception as exc:  # a provider's error or a budget's refusal: told, never raised
+        return Check(called=True, error=readable_failure(exc))
+    await db_async(record_usage)(
+        result.records,
+        tenant_id=tenant_id,
+        agent_id=agent.agent_id,
+        user_id=user_id,
+        session_id=session_id,
+        routine_id=routine_id,
+    )
     reply = result.response.message.text
-    return NOTHING_FOUND if is_silent(reply) else reply
+    cost = sum((r.cost for r in result.records), Decimal(0))
+    return Check(finding="" if is_silent(reply) else reply.strip(), called=True, cost=cost)
+
+
+async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: ModelConfig) -> str:
+    """One heartbeat for the session's user with ``agent`` (``/heartbeat``): the text
+    to tell them."""
+    text = await db_async(checklist)(agent.agent_id, session.user_id)
+    if not has_work(text):
+        return NOTHING_TO_DO
+    check = await check_heartbeat(
+        text,
+        agent,
+        main_model,
+        tenant_id=session.tenant_id,
+        user_id=session.user_id,
+        session_id=session.pk,
+    )
+    if check.error:
+        return f"Heartbeat failed: {check.error}"
+    return check.finding or NOTHING_FOUND
