@@ -8,6 +8,8 @@ that chat has it in its history -- pushed to every open chat of the session as a
 from __future__ import annotations
 
 import logging
+from typing import cast
+from uuid import UUID
 
 from django.db import transaction
 
@@ -49,7 +51,7 @@ def post_finding(agent: Agent, user_id: int | None, finding: str) -> Turn:
     session = heartbeat_session(agent, user_id)
     with transaction.atomic():
         # A run going in this chat keeps its thread's state (the notice only adds a turn).
-        before = Thread._base_manager.select_for_update().get(pk=session.active_thread_id)
+        before = Thread._base_manager.select_for_update().get(pk=cast(UUID, session.active_thread_id))
         turn = do_start_turn(session, NOTICE_PROMPT)
         thread = Thread._base_manager.get(pk=turn.thread_id)
         base = thread.last_seq

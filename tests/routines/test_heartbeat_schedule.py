@@ -6,14 +6,19 @@ charged and recorded as usage."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, time, timedelta
 
 import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 
 from agents.actions.config import do_save_agent_file
-from agents.models import Agent, Routine, RoutineStatus, Session, Turn, UsageRecord
+from agents.models import Agent, Message, Routine, RoutineStatus, Session, Turn, UsageRecord
 from agents.routines.heartbeat import NOTHING_FOUND, NOTHING_TO_DO
+from agents.routines.heartbeat_notice import heartbeat_session
 from agents.routines.heartbeat_schedule import heartbeat_routine_of, in_active_hours
+from channels_app.relay import session_group
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.routines.helpers import runs_of, tick
 
@@ -92,6 +97,11 @@ def test_fires_once_per_interval_silent_then_a_finding_is_delivered(live_agent, 
     assert (session.user_id, session.title) == (live_agent.member.pk, "Heartbeat")
     [turn] = Turn._base_manager.filter(session=session)
     assert turn.response_text == "The nightly export did not run."
+    stored = Message._base_manager.filter(turn=turn).order_by("seq")
+    assert [(m.role, m.parts[0]["text"]) for m in stored] == [
+        ("user", "Heartbeat"),
+        ("assistant", "The nightly export did not run."),
+    ]
 
     usage = UsageRecord._base_manager.filter(routine=routine, purpose="heartbeat")
     assert usage.count() == 2  # both calls recorded, charged to the member and the agent
@@ -115,3 +125,28 @@ def test_no_heartbeat_outside_the_active_hours(live_agent, fake_llm):
     tick(START + timedelta(minutes=60))  # 13:00 in Paris
     assert [r.status for r in runs_of(routine)] == ["skipped", "skipped", "ok"]
     assert model_calls(fake_llm) == before + 1
+
+
+def test_a_finding_of_the_agents_own_file_reaches_an_open_chat_live(live_agent, fake_llm):
+    agent = live_agent.agent
+    enable(agent)
+    do_save_agent_file(agent, "HEARTBEAT.md", "- is the export queue empty?")
+    session = heartbeat_session(agent, None)  # the admins' Heartbeat chat, open in a browser
+    layer = get_channel_layer()
+
+    async def open_chat() -> str:
+        channel = await layer.new_channel()
+        await layer.group_add(session_group(session.pk), channel)
+        return channel
+
+    channel = async_to_sync(open_chat)()
+    fake_llm.script(FakeTurn(text="40 jobs are stuck in the export queue."))
+    tick(START)
+
+    async def receive() -> dict:
+        return await asyncio.wait_for(layer.receive(channel), 10)
+
+    frame = async_to_sync(receive)()["event"]
+    assert frame["type"] == "snapshot"
+    assert frame["payload"]["turn"]["reply"] == "40 jobs are stuck in the export queue."
+    assert heartbeat_sessions(agent) == [session]
