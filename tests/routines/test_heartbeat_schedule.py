@@ -12,6 +12,7 @@ from datetime import UTC, datetime, time, timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.urls import reverse
 
 from agents.actions.config import do_save_agent_file
 from agents.models import Agent, Message, Routine, RoutineStatus, Session, Turn, UsageRecord
@@ -19,7 +20,9 @@ from agents.routines.heartbeat import NOTHING_FOUND, NOTHING_TO_DO
 from agents.routines.heartbeat_notice import heartbeat_session
 from agents.routines.heartbeat_schedule import heartbeat_routine_of, in_active_hours
 from channels_app.relay import session_group
+from tests.agents.test_admin_agents import add_agent
 from tests.fakes.fake_llm import Turn as FakeTurn
+from tests.platform.test_admin_isolation import client_for
 from tests.routines.helpers import runs_of, tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -150,3 +153,26 @@ def test_a_finding_of_the_agents_own_file_reaches_an_open_chat_live(live_agent, 
     assert frame["type"] == "snapshot"
     assert frame["payload"]["turn"]["reply"] == "40 jobs are stuck in the export queue."
     assert heartbeat_sessions(agent) == [session]
+
+
+def test_the_admin_shows_the_defaults_and_turns_the_heartbeat_on(tenant_a):
+    client = client_for(tenant_a.admin)
+    page = client.get(reverse("admin:agents_agent_add")).content.decode()
+    assert 'name="heartbeat_interval_minutes" value="30"' in page
+    response = add_agent(
+        client,
+        tenant_a,
+        heartbeat_enabled="on",
+        heartbeat_interval_minutes="15",
+        heartbeat_active_start="08:00",
+        heartbeat_active_end="20:00",
+    )
+    assert response.status_code == 302
+    agent = Agent._base_manager.get(tenant=tenant_a.tenant, slug="researcher")
+    routine = heartbeat_routine_of(agent.pk)
+    assert routine is not None
+    assert (routine.tenant_id, routine.interval_seconds, routine.status) == (
+        tenant_a.tenant.pk,
+        900,
+        "active",
+    )
