@@ -21,6 +21,8 @@ from agents.routines.heartbeat_notice import heartbeat_session
 from agents.routines.heartbeat_schedule import heartbeat_routine_of, in_active_hours
 from channels_app.relay import session_group
 from tests.agents.test_admin_agents import add_agent
+from tests.api.conftest import client_for as api_client
+from tests.api.conftest import make_key
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.platform.test_admin_isolation import client_for
 from tests.routines.helpers import runs_of, tick
@@ -176,3 +178,17 @@ def test_the_admin_shows_the_defaults_and_turns_the_heartbeat_on(tenant_a):
         900,
         "active",
     )
+
+
+def test_the_api_sets_the_heartbeat_and_names_a_bad_field(tenant_a):
+    client = api_client(make_key(tenant_a, "admin"))
+    url = f"/api/v1/agents/{tenant_a.agent.slug}/"
+    response = client.patch(url, {"heartbeat_active_start": "08:00"}, format="json")
+    assert response.status_code == 400
+    assert "heartbeat_active_end" in response.content.decode()
+    response = client.patch(url, {"heartbeat_enabled": True, "heartbeat_interval_minutes": 60}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["heartbeat_interval_minutes"] == 60
+    routine = heartbeat_routine_of(tenant_a.agent.pk)
+    assert routine is not None
+    assert routine.interval_seconds == 3600
