@@ -201,6 +201,19 @@ class AgentAdmin(TenantScopedAdmin):
             },
         ),
         ("Safety and locale", {"fields": ["input_guard_mode", "timezone"]}),
+        (
+            "Heartbeat",
+            {
+                "fields": [
+                    "heartbeat_enabled",
+                    "heartbeat_interval_minutes",
+                    "heartbeat_active_start",
+                    "heartbeat_active_end",
+                ],
+                "description": "A periodic check of HEARTBEAT.md, run by the routine scheduler as a "
+                "routine of kind heartbeat. Defaults: off, every 30 minutes, all day.",
+            },
+        ),
         ("Run middleware", {"fields": ["auto_compact_tokens", "stop_after_tokens"]}),
         ("Tool health", {"fields": ["flagged_tools"]}),
     ]

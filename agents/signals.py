@@ -27,6 +27,11 @@ def _agent_saved(sender: Any, instance: Agent, **kwargs: Any) -> None:
     # Every agent of the tenant: those that list this one as a delegate show its name
     # and description, and all use the tenant's title and summarizer agents (G4).
     _bump(Agent._base_manager.filter(tenant_id=instance.tenant_id))
+    if kwargs.get("created") and not instance.heartbeat_enabled:
+        return
+    from agents.routines.heartbeat_schedule import sync_heartbeat_routine
+
+    sync_heartbeat_routine(instance)  # the periodic heartbeat follows the agent's settings (C8)
 
 
 @receiver(post_save, sender=AgentDelegation)

@@ -143,6 +143,28 @@ class Agent(TenantOwned):
     )
     busy_policy = models.CharField(max_length=16, choices=BusyPolicy.choices, default=BusyPolicy.QUEUE)
     timezone = models.CharField(max_length=64, default="UTC", validators=[validate_time_zone])
+    # The periodic heartbeat (C8): a routine of kind heartbeat kept in step with these
+    # fields (agents.routines.heartbeat_schedule), fired by the routine scheduler.
+    heartbeat_enabled = models.BooleanField(
+        default=False,
+        help_text="Check HEARTBEAT.md (the agent's and each user's) every interval; the user is told "
+        "only when something needs attention.",
+    )
+    heartbeat_interval_minutes = models.PositiveIntegerField(
+        default=30,
+        validators=[MinValueValidator(5), MaxValueValidator(1_440)],
+        help_text="Minutes between heartbeats (default 30, as IronClaw and OpenClaw).",
+    )
+    heartbeat_active_start = models.TimeField(
+        null=True,
+        blank=True,
+        help_text="Active hours, in the agent's time zone: heartbeats run from this time … (empty: all day).",
+    )
+    heartbeat_active_end = models.TimeField(
+        null=True,
+        blank=True,
+        help_text="… until this time (may be past midnight, e.g. 22:00 to 06:00; empty: all day).",
+    )
     enabled = models.BooleanField(default=True)
     # Bumped whenever the agent, its files, its models or their providers change, so
     # every process's agent cache can tell a stale entry with one cheap query (G2).
@@ -166,6 +188,11 @@ class Agent(TenantOwned):
             profile = getattr(self, field, None) if getattr(self, f"{field}_id") else None
             if profile is not None and self.tenant_id and profile.tenant_id != self.tenant_id:
                 errors[field] = "This model belongs to another tenant."
+        if (self.heartbeat_active_start is None) != (self.heartbeat_active_end is None):
+            missing = (
+                "heartbeat_active_end" if self.heartbeat_active_end is None else "heartbeat_active_start"
+            )
+            errors[missing] = "Set both ends of the active hours, or neither (all day)."
         if errors:
             raise ValidationError(errors)
 

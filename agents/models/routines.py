@@ -37,6 +37,7 @@ class ActionKind(models.TextChoices):
     AGENT = "agent", "Agent prompt (full run in a session)"
     LIGHT = "light", "Light run (fresh session, no history)"
     SHELL = "shell", "Shell command (sandboxed, gated)"
+    HEARTBEAT = "heartbeat", "Heartbeat (the agent's HEARTBEAT.md check, from its settings)"
 
 
 class MissedPolicy(models.TextChoices):

@@ -14,7 +14,9 @@ started is recorded as a skipped RoutineRun with the reason.
 The actions: ``agent`` sends the prompt as a message in the routine's session (the
 one that scheduled it, or a session of its own created on first use), ``light``
 in a fresh session each time (no history), ``shell`` runs the command through the
-gates of :mod:`agents.routines.shell` after the commit.
+gates of :mod:`agents.routines.shell` after the commit, ``heartbeat`` checks the
+agent's HEARTBEAT.md files after the commit (:mod:`agents.routines.heartbeat_schedule`;
+skipped outside the agent's active hours).
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ COUNTED_STATUSES = (RoutineRunStatus.RUNNING, RoutineRunStatus.OK, RoutineRunSta
 
 
 def start_due_fires(now: datetime, owner: str, *, limit: int = FIRE_BATCH) -> list[int]:
-    """Start a batch of due fires; returns the ids of shell RoutineRuns to execute
-    (after this commit: ``agents.routines.shell.execute_shell_run``)."""
+    """Start a batch of due fires; returns the ids of the shell and heartbeat
+    RoutineRuns to execute after this commit
+    (``agents.routines.heartbeat_schedule.execute_started_run``)."""
     shell_runs: list[int] = []
     with transaction.atomic():
         fires = list(
@@ -95,6 +98,12 @@ def _close(
 def _skip_reason(fire: RoutineFire, routine: Routine, now: datetime) -> str | None:
     if routine.status != RoutineStatus.ACTIVE and fire.reason != "manual":
         return f"the routine is {routine.status}"
+    if routine.action == ActionKind.HEARTBEAT:
+        from agents.routines.heartbeat_schedule import heartbeat_skip_reason
+
+        heartbeat_reason = heartbeat_skip_reason(routine, now, manual=fire.reason == "manual")
+        if heartbeat_reason is not None:
+            return heartbeat_reason
     if fire.attempt == 0 and routine.max_runs_per_hour:
         recent = RoutineRun._base_manager.filter(
             routine_id=routine.pk, started_at__gt=now - timedelta(hours=1), status__in=COUNTED_STATUSES
@@ -130,7 +139,7 @@ def start_fire(fire: RoutineFire, owner: str, now: datetime) -> int | None:
             fire.not_before = now + QUEUE_ONE_RECHECK  # waits behind the running one
             fire.save(update_fields=["not_before"])
         return None
-    if routine.action == ActionKind.SHELL:
+    if routine.action in (ActionKind.SHELL, ActionKind.HEARTBEAT):
         run_row = _close(fire, owner, RoutineRunStatus.RUNNING, now, "", finished=False)
         return run_row.pk
     try:

@@ -10,8 +10,11 @@ else is what the user is told.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
 
-from agents.budgets.scope import Charge, charge_for_run, charging
+from agents.budgets.scope import charge_for_run, charging
 from agents.engine.interfaces import UsageRecord as CallRecord
 from agents.engine.light import complete_light
 from agents.engine.types import LLMRequest, Message, ProviderError
@@ -19,7 +22,6 @@ from agents.models import AgentFile, Session, UsagePurpose, UsageRecord
 from agents.runtime.llm import model_spec
 from agents.runtime.resolution import ModelConfig, ResolvedAgent
 from claw_platform.db import db_async, readable_failure
-from claw_platform.tenancy.context import tenant_context
 
 HEARTBEAT_FILE = "HEARTBEAT.md"
 SILENT_REPLIES = ("HEARTBEAT_OK", "NO_REPLY")
@@ -43,54 +45,88 @@ def has_work(text: str) -> bool:
     return False
 
 
-def checklist(agent_id: int, user_id: int | None) -> str:
+def checklist(agent_id: int, user_id: int | None, *, own_only: bool = False) -> str:
+    """The agent's HEARTBEAT.md plus the user's copy; with ``own_only`` just the one
+    file of ``user_id`` (``None``: the agent's own)."""
     files = AgentFile._base_manager.filter(agent_id=agent_id, name=HEARTBEAT_FILE)
-    parts = [f.content for f in files if f.user_id is None or f.user_id == user_id]
+    if own_only:
+        parts = [f.content for f in files if f.user_id == user_id]
+    else:
+        parts = [f.content for f in files if f.user_id is None or f.user_id == user_id]
     return "\n\n".join(p for p in parts if p)
-
-
-def record_usage(session: Session, agent_id: int, charge: Charge, records: list[CallRecord]) -> None:
-    """The heartbeat's calls as usage rows (purpose ``heartbeat``), like the session's
-    other calls: its tenant, agent, user and session, and the run, API key and
-    routine of the charge when the heartbeat runs inside one."""
-    run_id = int(charge.run_id) if charge.run_id.isdigit() else None
-    with tenant_context(session.tenant_id):
-        UsageRecord._base_manager.bulk_create(
-            [
-                UsageRecord(
-                    tenant_id=session.tenant_id,
-                    agent_id=agent_id,
-                    user_id=session.user_id,
-                    session_id=session.pk,
-                    run_id=run_id,
-                    api_key_id=charge.api_key_id,
-                    routine_id=charge.routine_id,
-                    provider=r.provider[:100],
-                    model=r.model[:200],
-                    purpose=UsagePurpose.HEARTBEAT,
-                    input_tokens=r.input_tokens,
-                    output_tokens=r.output_tokens,
-                    cache_read_tokens=r.cache_read_tokens,
-                    cache_write_tokens=r.cache_write_tokens,
-                    cost=r.cost,
-                    latency_ms=r.latency_ms,
-                    stop_reason=r.stop_reason[:32],
-                    error=r.error[:200],
-                )
-                for r in records
-            ]
-        )
 
 
 def is_silent(reply: str) -> bool:
     return reply.strip().strip(".").upper() in SILENT_REPLIES
 
 
-async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: ModelConfig) -> str:
-    """One heartbeat for the session's user with ``agent``: the text to tell them."""
-    text = await db_async(checklist)(agent.agent_id, session.user_id)
+@dataclass
+class Check:
+    """One heartbeat check: ``finding`` is what to tell the user ("" when nothing was
+    found or nothing was asked), ``called`` whether a model was called."""
+
+    finding: str = ""
+    called: bool = False
+    error: str = ""
+    cost: Decimal = Decimal(0)
+
+
+def record_usage(
+    records: list[Any],
+    *,
+    tenant_id: int,
+    agent_id: int,
+    user_id: int | None,
+    session_id: Any = None,
+    routine_id: int | None = None,
+    run_id: int | None = None,
+    api_key_id: int | None = None,
+) -> None:
+    """The check's LLM calls (failed and refused ones too) as usage rows, like every
+    other call (O1): tenant, agent, user, session, and the run, API key and routine of
+    the charge when the heartbeat runs inside one."""
+    UsageRecord._base_manager.bulk_create(
+        [
+            UsageRecord(
+                tenant_id=tenant_id,
+                agent_id=agent_id,
+                user_id=user_id,
+                session_id=session_id,
+                routine_id=routine_id,
+                run_id=run_id,
+                api_key_id=api_key_id,
+                provider=r.provider[:100],
+                model=r.model[:200],
+                purpose=UsagePurpose.HEARTBEAT,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                cache_read_tokens=r.cache_read_tokens,
+                cache_write_tokens=r.cache_write_tokens,
+                cost=r.cost,
+                latency_ms=r.latency_ms,
+                stop_reason=r.stop_reason[:32],
+                error=r.error[:200],
+            )
+            for r in records
+        ]
+    )
+
+
+async def check_heartbeat(
+    text: str,
+    agent: ResolvedAgent,
+    main_model: ModelConfig,
+    *,
+    tenant_id: int,
+    user_id: int | None,
+    session_id: Any = None,
+    routine_id: int | None = None,
+) -> Check:
+    """Read ``text`` (a HEARTBEAT.md checklist) with one light call, charged to the
+    tenant, user, agent (and routine) and recorded as usage; no call when it has
+    nothing to do."""
     if not has_work(text):
-        return NOTHING_TO_DO
+        return Check()
     request = LLMRequest(
         model="",
         messages=[Message.user(f"Checklist (HEARTBEAT.md):\n\n{text[:20_000]}")],
@@ -98,9 +134,19 @@ async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: Mode
         max_tokens=512,
         purpose=UsagePurpose.HEARTBEAT,
     )
-    # Charged like any call of the session (agents.budgets): its tenant, user and agent.
-    charge = charge_for_run(tenant_id=session.tenant_id, user_id=session.user_id, agent_id=agent.agent_id)
+    charge = charge_for_run(
+        tenant_id=tenant_id, user_id=user_id, agent_id=agent.agent_id, routine_id=routine_id
+    )
     main = model_spec(main_model)
+    where = {
+        "tenant_id": tenant_id,
+        "agent_id": agent.agent_id,
+        "user_id": user_id,
+        "session_id": session_id,
+        "routine_id": routine_id,
+        "run_id": int(charge.run_id) if charge.run_id.isdigit() else None,
+        "api_key_id": charge.api_key_id,
+    }
     try:
         with charging(charge):
             result = await complete_light(
@@ -108,11 +154,31 @@ async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: Mode
                 main=main,
                 cheap=model_spec(agent.cheap_model) if agent.cheap_model else None,
             )
-    except Exception as exc:
+    except Exception as exc:  # a provider's error or a budget's refusal: told, never raised
         if isinstance(exc, ProviderError):  # a failed or refused call is a usage row too
             failed = CallRecord(main.provider_name, main.model, UsagePurpose.HEARTBEAT, error=exc.kind)
-            await db_async(record_usage)(session, agent.agent_id, charge, [failed])
-        return f"Heartbeat failed: {readable_failure(exc)}"
-    await db_async(record_usage)(session, agent.agent_id, charge, result.records)
+            await db_async(record_usage)([failed], **where)
+        return Check(called=True, error=readable_failure(exc))
+    await db_async(record_usage)(result.records, **where)
     reply = result.response.message.text
-    return NOTHING_FOUND if is_silent(reply) else reply
+    cost = sum((r.cost for r in result.records), Decimal(0))
+    return Check(finding="" if is_silent(reply) else reply.strip(), called=True, cost=cost)
+
+
+async def run_heartbeat(session: Session, agent: ResolvedAgent, main_model: ModelConfig) -> str:
+    """One heartbeat for the session's user with ``agent`` (``/heartbeat``): the text
+    to tell them."""
+    text = await db_async(checklist)(agent.agent_id, session.user_id)
+    if not has_work(text):
+        return NOTHING_TO_DO
+    check = await check_heartbeat(
+        text,
+        agent,
+        main_model,
+        tenant_id=session.tenant_id,
+        user_id=session.user_id,
+        session_id=session.pk,
+    )
+    if check.error:
+        return f"Heartbeat failed: {check.error}"
+    return check.finding or NOTHING_FOUND

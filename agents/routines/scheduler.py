@@ -58,7 +58,7 @@ def next_wake(now: datetime) -> tuple[float, bool]:
 
 def tick(owner: str, now: datetime | None = None, *, shell_pool: ThreadPoolExecutor | None = None) -> bool:
     """One round; True when it did something (look again at once)."""
-    from agents.routines.shell import execute_shell_run
+    from agents.routines.heartbeat_schedule import execute_started_run
 
     now = now or timezone.now()
     # The scheduler plans, claims and settles every tenant's routines: system code.
@@ -68,9 +68,9 @@ def tick(owner: str, now: datetime | None = None, *, shell_pool: ThreadPoolExecu
         started = len(shell_runs)
         for row_id in shell_runs:
             if shell_pool is not None:
-                shell_pool.submit(_in_thread, execute_shell_run, row_id)
+                shell_pool.submit(_in_thread, execute_started_run, row_id)
             else:
-                execute_shell_run(row_id)
+                execute_started_run(row_id)
         settled = settle_finished(now)
     return bool(planned or started or settled)
 

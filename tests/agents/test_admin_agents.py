@@ -32,6 +32,7 @@ def agent_post(tenant_set, *, files=(), existing_files=(), **overrides):
         "compaction_keep_recent": "4",
         "input_guard_mode": "warn",
         "timezone": "UTC",
+        "heartbeat_interval_minutes": "30",
     }
     data.update(overrides)
     rows = list(existing_files) + list(files)
@@ -96,6 +97,8 @@ def test_bad_input_names_the_field_and_saves_nothing(tenant_a, tenant_b):
         "temperature": {"temperature": "5"},
         "timezone": {"timezone": "Mars/Olympus"},
         "model": {"model": tenant_b.model.pk},  # another tenant's model
+        "heartbeat_interval_minutes": {"heartbeat_interval_minutes": "1"},  # under 5 minutes
+        "heartbeat_active_end": {"heartbeat_active_start": "09:00"},  # one end of the active hours
     }
     agents_before = Agent.objects.unscoped().count()
     for field, override in cases.items():

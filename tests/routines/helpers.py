@@ -10,9 +10,9 @@ from django.db import transaction
 from agents.actions.routines import Trigger, do_create_routine
 from agents.models import FireState, Routine, RoutineFire, RoutineRun, Run, RunStatus, Turn
 from agents.routines.firing import start_due_fires
+from agents.routines.heartbeat_schedule import execute_started_run
 from agents.routines.outcome import settle_finished
 from agents.routines.planner import plan_due
-from agents.routines.shell import execute_shell_run
 
 OWNER = "test-worker"
 
@@ -44,11 +44,11 @@ def make_routine(ts: Any, *, next_run_at: datetime, user: Any = None, **fields: 
 
 
 def tick(now: datetime) -> dict[str, int]:
-    """One scheduler round at ``now``, shell runs executed inline."""
+    """One scheduler round at ``now``, shell and heartbeat runs executed inline."""
     planned = plan_due(now)
     shell_runs = start_due_fires(now, OWNER)
     for row_id in shell_runs:
-        execute_shell_run(row_id)
+        execute_started_run(row_id)
     settled = settle_finished(now)
     return {"planned": planned, "started": len(shell_runs), "settled": settled}
 

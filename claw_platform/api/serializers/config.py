@@ -56,6 +56,10 @@ class AgentSerializer(StrictModelSerializer):
             "trace_verbose",
             "busy_policy",
             "timezone",
+            "heartbeat_enabled",
+            "heartbeat_interval_minutes",
+            "heartbeat_active_start",
+            "heartbeat_active_end",
             "enabled",
             "created_at",
             "updated_at",
@@ -63,6 +67,20 @@ class AgentSerializer(StrictModelSerializer):
         read_only_fields = ["id", "created_at", "updated_at"]
         # (tenant, slug) uniqueness is checked by the model (TenantOwned names the field).
         validators: list[Any] = []
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The heartbeat's active hours: both ends or neither (as the admin)."""
+
+        def value(name: str) -> Any:
+            return attrs[name] if name in attrs else getattr(self.instance, name, None)
+
+        start, end = value("heartbeat_active_start"), value("heartbeat_active_end")
+        if (start is None) != (end is None):
+            missing = "heartbeat_active_end" if end is None else "heartbeat_active_start"
+            raise serializers.ValidationError(
+                {missing: ["Set both ends of the active hours, or neither (all day)."]}
+            )
+        return attrs
 
 
 class AgentFileSerializer(StrictModelSerializer):

@@ -83,7 +83,12 @@ def check_routine_fields(data: dict[str, Any], instance: Routine | None) -> None
         if errors:
             raise serializers.ValidationError(errors)
     action = value("action", ActionKind.AGENT)
-    if action == ActionKind.SHELL:
+    if action == ActionKind.HEARTBEAT:
+        if instance is None or instance.action != ActionKind.HEARTBEAT:
+            raise serializers.ValidationError(
+                {"action": ["A heartbeat is set on the agent (its heartbeat settings), not as a routine."]}
+            )
+    elif action == ActionKind.SHELL:
         try:
             check_shell_command(value("command", "") or "")
         except DjangoValidationError as exc:
