@@ -143,7 +143,7 @@ async def check_heartbeat(
         "agent_id": agent.agent_id,
         "user_id": user_id,
         "session_id": session_id,
-        "routine_id": routine_id,
+        "routine_id": routine_id if routine_id is not None else charge.routine_id,
         "run_id": int(charge.run_id) if charge.run_id.isdigit() else None,
         "api_key_id": charge.api_key_id,
     }
