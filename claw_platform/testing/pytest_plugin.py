@@ -1,5 +1,6 @@
 """pytest plugin (``-p claw_platform.testing.pytest_plugin``): one embedded PostgreSQL
-server per test run, unless DATABASE_URL is given, and a private var directory.
+server per test process (each xdist worker has its own), unless DATABASE_URL is given,
+and a private var directory.
 
 Tests run the way the product does: the test database is created and migrated as the
 owner role (``DATABASE_OWNER_URL``) and the tests connect as the runtime role
@@ -25,6 +26,15 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
+# Variables this plugin set for its own embedded server carry this mark. An xdist
+# worker inherits them from its controller: it starts a server of its own instead, so
+# tests that stop or restart "the" database (tests/ui/test_faults.py) or read its
+# roles touch only their own worker's.
+_EMBEDDED_MARK = "CLAW_TESTS_EMBEDDED_SERVER"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_EMBEDDED_MARK) == os.environ.get("DATABASE_URL"):
+    for _name in ("DATABASE_URL", "DATABASE_OWNER_URL", "CLAW_VAR_DIR", _EMBEDDED_MARK):
+        os.environ.pop(_name, None)
+
 _run_dir = Path(tempfile.mkdtemp(prefix="claw-tests-"))
 os.environ.setdefault("CLAW_VAR_DIR", str(_run_dir / "var"))
 os.environ.setdefault("CHANNEL_LAYER_URL", "postgres")
@@ -37,6 +47,7 @@ if not os.environ.get("DATABASE_URL"):
     _embedded = start_embedded_database(_run_dir / "pgdata")
     os.environ["DATABASE_URL"] = _embedded.url
     os.environ["DATABASE_OWNER_URL"] = _embedded.owner_url
+    os.environ[_EMBEDDED_MARK] = _embedded.url
 
 TEST_RUNTIME_ROLE = f"claw_test_runtime_{secrets.token_hex(4)}"
 _created_role_on: str | None = None
