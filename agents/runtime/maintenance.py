@@ -38,58 +38,24 @@ def expire_budget_reservations_task() -> int:
     return count
 
 
+# The product's housekeeping: (name, task, minutes between runs, or None for daily).
+SCHEDULES: list[tuple[str, str, int | None]] = [
+    ("claw.prune_idle_sessions", "agents.runtime.maintenance.prune_idle_sessions_task", PRUNE_EVERY_MINUTES),
+    ("claw.prune_audit_events", "claw_platform.audit.retention.prune_expired_audit_events", None),
+    ("claw.expire_budget_reservations", "agents.runtime.maintenance.expire_budget_reservations_task", 1),
+    # Memories without a vector (an embedder that was down, a lost task, a re-embed).
+    ("claw.embed_pending_memories", "agents.memory.embedding.embed_pending_task", 1),
+    ("claw.memory_hygiene", "agents.memory.hygiene.memory_hygiene_task", None),
+    ("claw.memory_reflector", "agents.memory.reflector.reflect_idle_sessions_task", 10),
+]
+
+
 def ensure_schedules() -> None:
     """Create or update the product's schedules (idempotent; every worker calls it)."""
-    Schedule.objects.update_or_create(
-        name="claw.prune_idle_sessions",
-        defaults={
-            "func": "agents.runtime.maintenance.prune_idle_sessions_task",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": PRUNE_EVERY_MINUTES,
-            "repeats": -1,
-        },
-    )
-    Schedule.objects.update_or_create(
-        name="claw.prune_audit_events",
-        defaults={
-            "func": "claw_platform.audit.retention.prune_expired_audit_events",
-            "schedule_type": Schedule.DAILY,
-            "repeats": -1,
-        },
-    )
-    Schedule.objects.update_or_create(
-        name="claw.expire_budget_reservations",
-        defaults={
-            "func": "agents.runtime.maintenance.expire_budget_reservations_task",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
-            "repeats": -1,
-        },
-    )
-    Schedule.objects.update_or_create(
-        # Memories without a vector (an embedder that was down, a lost task, a re-embed).
-        name="claw.embed_pending_memories",
-        defaults={
-            "func": "agents.memory.embedding.embed_pending_task",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 1,
-            "repeats": -1,
-        },
-    )
-    Schedule.objects.update_or_create(
-        name="claw.memory_hygiene",
-        defaults={
-            "func": "agents.memory.hygiene.memory_hygiene_task",
-            "schedule_type": Schedule.DAILY,
-            "repeats": -1,
-        },
-    )
-    Schedule.objects.update_or_create(
-        name="claw.memory_reflector",
-        defaults={
-            "func": "agents.memory.reflector.reflect_idle_sessions_task",
-            "schedule_type": Schedule.MINUTES,
-            "minutes": 10,
-            "repeats": -1,
-        },
-    )
+    for name, func, minutes in SCHEDULES:
+        defaults: dict[str, object] = {"func": func, "repeats": -1}
+        if minutes is None:
+            defaults["schedule_type"] = Schedule.DAILY
+        else:
+            defaults.update(schedule_type=Schedule.MINUTES, minutes=minutes)
+        Schedule.objects.update_or_create(name=name, defaults=defaults)
