@@ -100,6 +100,7 @@ class SessionConsumer(LiveJsonConsumer):
 
     awaiting_key = False
     access_lost = False
+    api_key_id: int | None = None  # signed in with an API key: its runs and budget are the key's
     _access_watch: Any = None
 
     async def connect(self) -> None:
@@ -160,6 +161,7 @@ class SessionConsumer(LiveJsonConsumer):
             await self.close(code=access if isinstance(access, int) else CLOSE_UNAUTHENTICATED)
             return
         self.session, self.can_act, self.scope["user"] = access.session, access.can_act, access.actor
+        self.api_key_id = access.api_key_id
         self._watch_access(
             access.credentials,
             partial(key_access_lost, str(key), session_id, access),
@@ -266,7 +268,9 @@ class SessionConsumer(LiveJsonConsumer):
             await db_async(self._refuse_over_budget)()
         # Its events (run.queued, run.cancelled, approval.decided) reach every tab of
         # the session through the relay once stored.
-        run = await send_message(MessageRequest(self.session, text, self.scope["user"]))
+        run = await send_message(
+            MessageRequest(self.session, text, self.scope["user"], api_key_id=self.api_key_id)
+        )
         if run is None and command is not None:
             await self._error("Nothing is running.")
 
@@ -299,7 +303,9 @@ class SessionConsumer(LiveJsonConsumer):
             async with write_slot():
                 await db_async(self._send_with_attachments)(again, attached, self.scope["user"], True)
             return
-        await send_message(MessageRequest(self.session, again, self.scope["user"]))
+        await send_message(
+            MessageRequest(self.session, again, self.scope["user"], api_key_id=self.api_key_id)
+        )
 
     def _rewind(self) -> tuple[Turn, list[int]]:
         with tenant_context(self.session.tenant_id):
@@ -316,7 +322,7 @@ class SessionConsumer(LiveJsonConsumer):
 
         with tenant_context(self.session.tenant_id):
             try:
-                check_budget_open(session_charge(self.session))
+                check_budget_open(session_charge(self.session, api_key_id=self.api_key_id))
             except BudgetRefused as refused:
                 raise ClientError(refused.message) from None
 
@@ -333,7 +339,7 @@ class SessionConsumer(LiveJsonConsumer):
                     raise ClientError(str(exc)) from None
             if not again:
                 text = text + files_note(found)
-            run = do_send_message(self.session, text, acting_user=user)
+            run = do_send_message(self.session, text, acting_user=user, api_key_id=self.api_key_id)
             if run is None or run.status != RunStatus.QUEUED or run.turn is None:
                 raise ClientError("Attachments go with a new question, not with an approval reply.")
             do_attach_to_turn(run.turn, [a.pk for a in found])

@@ -68,6 +68,7 @@ class MessageRequest:
     text: str
     acting_user: Any
     require_enabled: bool = False
+    api_key_id: int | None = None  # the API key a socket signed in with: on the run, its budget
 
 
 def do_send_messages(requests: Sequence[MessageRequest]) -> list[Result]:
@@ -92,6 +93,7 @@ def _send_alone(request: MessageRequest) -> Result:
                 request.text,
                 acting_user=request.acting_user,
                 require_enabled=request.require_enabled,
+                api_key_id=request.api_key_id,
             )
     except Exception as exc:
         return exc
@@ -199,8 +201,9 @@ def _create_runs_sql() -> str:
 WITH i AS (
     SELECT * FROM unnest(%(sessions)s::uuid[], %(tenants)s::bigint[], %(texts)s::text[], %(users)s::bigint[],
         %(names)s::text[], %(labels)s::text[], %(required)s::bool[], %(runs)s::bigint[], %(turns)s::bigint[],
-        %(orders)s::int[])
-        AS i(session_id, tenant_id, text, user_id, user_name, actor_label, require_enabled, run_id, turn_id, ord)
+        %(orders)s::int[], %(api_keys)s::bigint[])
+        AS i(session_id, tenant_id, text, user_id, user_name, actor_label, require_enabled, run_id, turn_id, ord,
+             api_key_id)
 ), s AS MATERIALIZED (
     SELECT s.id, s.tenant_id, s.agent_id, s.active_thread_id AS thread_id, a.enabled, a.slug,
         (SELECT max(r.number) FROM agents_agentrevision r WHERE r.agent_id = s.agent_id) AS revision,
@@ -240,9 +243,9 @@ WITH i AS (
 ), run AS (
     INSERT INTO agents_run (id, tenant_id, session_id, turn_id, agent_id, agent_revision, requested_by_id, status,
                             attempt, lease_owner, lease_expires_at, heartbeat_at, cancel_requested, event_seq,
-                            error, created_at, started_at, finished_at)
+                            error, created_at, started_at, finished_at, api_key_id)
     SELECT t.run_id, t.tenant_id, t.session_id, t.turn_id, t.agent_id, t.revision, t.user_id, %(queued)s,
-        0, '', NULL, NULL, false, 1, '', statement_timestamp(), NULL, NULL
+        0, '', NULL, NULL, false, 1, '', statement_timestamp(), NULL, NULL, t.api_key_id
     FROM t
 ), event AS (
     INSERT INTO agents_runevent (tenant_id, run_id, seq, type, payload, created_at)
@@ -305,6 +308,7 @@ def _create_runs(
                 "task": task.payloads[0] if task is not None else None,
                 "task_key": task.list_key if task is not None else "",
                 "orders": list(range(len(batched))),
+                "api_keys": [requests[index].api_key_id for index in batched],
                 "awaiting": RunStatus.AWAITING_APPROVAL,
                 "interrupt": BusyPolicy.INTERRUPT,
                 "active": list(ACTIVE_RUN_STATUSES),
@@ -344,6 +348,7 @@ def _create_runs(
             status=RunStatus.QUEUED,
             event_seq=1,
             created_at=created_at,
+            api_key_id=request.api_key_id,
         )
         outcomes.append(run)
         payload = {"turn": run.turn_id, "number": number, "text": request.text, "user": display_name(user)}

@@ -34,6 +34,7 @@ class KeySocketAccess:
     actor: Any
     credentials: frozenset[str]
     expires_at: datetime | None = None
+    api_key_id: int | None = None
 
 
 def key_session_access(key: Any, session_id: Any) -> KeySocketAccess | int:
@@ -64,6 +65,7 @@ def key_session_access(key: Any, session_id: Any) -> KeySocketAccess | int:
         principal.acting_user,
         key_credentials(api_key.tenant_id, api_key.prefix, api_key.created_by_id),
         api_key.expires_at,
+        api_key.pk,
     )
 
 
