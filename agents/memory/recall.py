@@ -365,7 +365,7 @@ def _recall_sql(where: str, *, dim: int | None, exact: bool) -> str:
     """One statement for both halves and the candidates' rows (one round trip).
 
     Parameters, in order: [vector half: the query vector, the dimension, the where
-    parameters, the query vector, n], the question, the stopwords, the word limit,
+    parameters, n], the question, the stopwords, the word limit,
     the where parameters, n, [the query vector for every candidate's similarity].
     Rows: id, scope, category, content, updated_at, has_vector, similarity,
     vector rank, ts_rank, keyword rank."""
@@ -385,13 +385,14 @@ def _recall_sql(where: str, *, dim: int | None, exact: bool) -> str:
         )
     dim = int(dim)
     distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
-    # Exact: the tenant's rows by their index, then every distance ("+ 0" keeps the
-    # planner off the HNSW index). HNSW: relaxed_order may return slightly out of
-    # order; the rank re-sorts the materialised hits.
-    order = f"{distance} + 0" if exact else distance
+    # Exact: the tenant's rows by their index, each distance computed once (OFFSET 0
+    # keeps the subquery apart, so the planner cannot take the HNSW index for the
+    # ORDER BY, which would filter after the scan). HNSW: relaxed_order may return
+    # slightly out of order; the rank re-sorts the materialised hits.
+    rows = f"SELECT id, {distance} AS d FROM agents_memoryentry WHERE embedding_dim = %s AND {where}"  # noqa: S608
+    vec = f"SELECT id, d FROM ({rows} OFFSET 0) r" if exact else rows  # noqa: S608 (dim an int, where ours)
     return (
-        f"WITH vec AS MATERIALIZED (SELECT id, {distance} AS d FROM agents_memoryentry "  # noqa: S608
-        f"  WHERE embedding_dim = %s AND {where} ORDER BY {order} LIMIT %s), "
+        f"WITH vec AS MATERIALIZED ({vec} ORDER BY d LIMIT %s), "  # noqa: S608 (dim an int, where ours)
         "vhits AS (SELECT id, 1 - d AS s, row_number() OVER (ORDER BY d, id) AS rank FROM vec), "
         f"{keyword}, "
         "ids AS (SELECT id FROM vhits UNION SELECT id FROM khits) "
@@ -473,9 +474,7 @@ def recall(
             )
             if not exact:
                 _hnsw_settings(cursor, max(cfg.ef_search, n), cfg.max_scan_tuples)
-            cursor.execute(
-                _recall_sql(where, dim=dim, exact=exact), [q, dim, *params, q, n, *keyword_params, q]
-            )
+            cursor.execute(_recall_sql(where, dim=dim, exact=exact), [q, dim, *params, n, *keyword_params, q])
         rows = cursor.fetchall()
     by_id: dict[int, Candidate] = {}
     for row in rows:

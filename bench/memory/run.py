@@ -338,7 +338,8 @@ def tune(database) -> None:  # type: ignore[no-untyped-def]
     import psycopg
 
     with psycopg.connect(database.owner_url, autocommit=True) as conn:
-        if conn.execute("SHOW shared_buffers").fetchone()[0] == "3GB":
+        row = conn.execute("SHOW shared_buffers").fetchone()
+        if row is not None and row[0] == "3GB":
             return
         conn.execute("ALTER SYSTEM SET shared_buffers = '3GB'")
         conn.execute("ALTER SYSTEM SET effective_cache_size = '8GB'")
