@@ -1,5 +1,8 @@
 """The full-text index of memories carries the tenant (btree_gin): recall's keyword half
-(``agents.memory.recall``) finds one tenant's matching rows in one index scan."""
+(``agents.memory.recall``) finds one tenant's matching rows in one index scan. And the
+planner learns that an agent belongs to one tenant: without these statistics it
+multiplies the two selectivities (1 % x 1 %) and expects 108 of a tenant's 10,000
+memories (measured on 1,000,000 rows)."""
 
 import django.contrib.postgres.indexes
 from django.contrib.postgres.operations import BtreeGinExtension
@@ -23,5 +26,10 @@ class Migration(migrations.Migration):
         migrations.RemoveIndex(
             model_name="memoryentry",
             name="memory_search_vector",
+        ),
+        migrations.RunSQL(
+            "CREATE STATISTICS memory_owner_stats (dependencies, ndistinct) "
+            "ON tenant_id, scope, agent_id FROM agents_memoryentry; ANALYZE agents_memoryentry",
+            "DROP STATISTICS IF EXISTS memory_owner_stats",
         ),
     ]
