@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
             ),
         ),
         migrations.RunSQL(
-            "CREATE STATISTICS memory_owner_stats (dependencies, ndistinct) "
+            "CREATE STATISTICS memory_owner_stats (dependencies, ndistinct, mcv) "
             "ON tenant_id, scope, agent_id FROM agents_memoryentry; ANALYZE agents_memoryentry",
             "DROP STATISTICS IF EXISTS memory_owner_stats",
         ),
