@@ -354,9 +354,12 @@ def plan(owner, cfg, vec, text) -> str:  # type: ignore[no-untyped-def]
             [q, 256, *params, n, text, [], 32, *params, n, q],
         )
         explained = "\n".join(row[0] for row in cursor.fetchall())
-    vector = (
-        "HNSW index + iterative scan" if "memory_embedding_256" in explained else "the tenant's rows + sort"
-    )
+    if "memory_embedding_256" in explained:
+        vector = "HNSW index + iterative scan"
+    elif "memory_tenant_vectors_256" in explained:
+        vector = "the tenant's vectors from the covering index + sort"
+    else:
+        vector = "the tenant's rows from the table + sort"
     keyword = "tenant+text GIN" if "memory_tenant_search" in explained else "other"
     return f"vector half {vector}, keyword half {keyword}"
 
