@@ -41,7 +41,6 @@ from agents.models.providers import LLMProvider, ModelProfile
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
 MAX_QUERY_CHARS = 2_000
-KEYWORD_ROWS_PER_WORD = 500
 
 # Words too common to say anything about which memory is meant ("simple" keeps them).
 STOPWORDS = frozenset(
@@ -369,21 +368,15 @@ def _recall_sql(where: str, *, dim: int | None, exact: bool) -> str:
     """One statement for both halves and the candidates' rows (one round trip).
 
     Parameters, in order: [vector half: the query vector, the dimension, the where
-    parameters, n], the question, the stopwords, the word limit, the where parameters,
-    the rows per word, n, [the query vector for every candidate's similarity].
+    parameters, n], the question, the stopwords, the word limit,
+    the where parameters, n, [the query vector for every candidate's similarity].
     Rows: id, scope, category, content, updated_at, has_vector, similarity,
     vector rank, ts_rank, keyword rank."""
     keyword = (
         "terms AS (SELECT lexeme FROM unnest(to_tsvector('simple', %s)) WHERE NOT lexeme = ANY(%s) LIMIT %s), "  # noqa: S608 (where: ours)
         "query AS (SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q FROM terms), "
-        # Each word brings at most KEYWORD_ROWS_PER_WORD of the owner's memories to be
-        # ranked: a rare word (a code, a name) all of its own, a word most memories
-        # contain no more than that (ranking 10,000 of them cost 120-580 ms).
-        "kw AS MATERIALIZED (SELECT e.id, ts_rank(e.search_vector, query.q) AS r "
-        "  FROM query, agents_memoryentry e WHERE query.q IS NOT NULL AND e.id IN ("
-        "    SELECT hit.id FROM terms CROSS JOIN LATERAL (SELECT id FROM agents_memoryentry "
-        f"      WHERE search_vector @@ to_tsquery('simple', quote_literal(terms.lexeme)) AND {where} LIMIT %s) hit) "
-        "  ORDER BY 2 DESC, e.id DESC LIMIT %s), "
+        "kw AS MATERIALIZED (SELECT id, ts_rank(search_vector, query.q) AS r FROM agents_memoryentry, query "
+        f"  WHERE query.q IS NOT NULL AND search_vector @@ query.q AND {where} ORDER BY 2 DESC, id DESC LIMIT %s), "
         "khits AS (SELECT id, r, row_number() OVER (ORDER BY r DESC, id DESC) AS rank FROM kw)"
     )
     if dim is None:  # no query vector: the text half alone
@@ -472,7 +465,7 @@ def recall(
             result.embed_error = str(exc)  # recall goes on by text alone
     terms = query_terms(query)
     skip = list(STOPWORDS) if terms and set(terms) - STOPWORDS else []
-    keyword_params = [query, skip, MAX_QUERY_WORDS, *params, KEYWORD_ROWS_PER_WORD, n]
+    keyword_params = [query, skip, MAX_QUERY_WORDS, *params, n]
     with connection.cursor() as cursor:
         if vector is None:
             cursor.execute(_recall_sql(where, dim=None, exact=True), keyword_params)

@@ -351,7 +351,7 @@ def plan(owner, cfg, vec, text) -> str:  # type: ignore[no-untyped-def]
             r._hnsw_settings(cursor, max(cfg.ef_search, n), cfg.max_scan_tuples)
         cursor.execute(
             "EXPLAIN " + r._recall_sql(where, dim=256, exact=exact),
-            [q, 256, *params, n, text, [], 32, *params, r.KEYWORD_ROWS_PER_WORD, n, q],
+            [q, 256, *params, n, text, [], 32, *params, n, q],
         )
         explained = "\n".join(row[0] for row in cursor.fetchall())
     if "memory_embedding_256" in explained:
