@@ -23,17 +23,20 @@ other method, with a floor of its own. At most ``limit`` memories and
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
+from django.db.models.signals import post_delete, post_save
 
 from agents.engine.tokens import estimate_text_tokens
-from agents.memory.embedders import EmbedderError, embedder_for_tenant
+from agents.memory.embedders import Embedder, EmbedderError, embedder_for_tenant
 from agents.memory.store import MemoryOwner
 from agents.models.memory import INDEXED_DIMENSIONS
+from agents.models.providers import LLMProvider, ModelProfile
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_WORDS = 32
@@ -271,7 +274,10 @@ def _visible_sql(owner: MemoryOwner, *, personal: bool, scopes: list[str] | None
     if personal and owner.user_id is not None:
         clauses.append("(scope = 'user' AND user_id = %s)")
         params.append(owner.user_id)
-    sql = f"tenant_id = %s AND category <> 'archived' AND ({' OR '.join(clauses)})"
+    # "::bigint": btree_gin's int8 class has no int8 = int4 operator; with a plain
+    # integer the GIN index on (tenant, search_vector) is searched by the words alone
+    # (every tenant's matches: 1,000,000 rows for a word they all use).
+    sql = f"tenant_id = %s::bigint AND category <> 'archived' AND ({' OR '.join(clauses)})"
     if scopes:
         sql += " AND scope = ANY(%s)"
         params.append(list(scopes))
@@ -282,62 +288,125 @@ def vector_literal(vector: Any) -> str:
     return "[" + ",".join(f"{float(x):.7g}" for x in vector) + "]"
 
 
-def _vector_candidates(
-    cursor: Any,
-    where: str,
-    params: list[Any],
-    tenant_id: int,
-    vector: Any,
-    dim: int,
-    n: int,
-    cfg: RecallSettings,
-) -> list[tuple[int, float]]:
-    q = vector_literal(vector)
-    dim = int(dim)
-    distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
+# Per process: whether a tenant holds more rows than ``exact_scan_rows`` (the choice of
+# the exact or the HNSW path: a tenant grows slowly, and either path gives a full
+# answer) and the tenant's embedder (dropped when a model profile or provider
+# changes here; another process sees a change within the TTL).
+_SIZE_TTL = 300.0
+_EMBEDDER_TTL = 30.0
+_tenant_large: dict[tuple[int, int], tuple[bool, float]] = {}
+_embedders: dict[int, tuple[Embedder, float]] = {}
+# The HNSW scan settings made on a connection for its whole session (set once, not
+# per query), as (ef_search, max_scan_tuples); kept on the psycopg connection.
+_HNSW_ATTR = "_claw_hnsw_settings"
+
+
+def forget_cached(*_args: Any, **_kwargs: Any) -> None:
+    """Drop the per-process caches (an embedder changed; tests)."""
+    _tenant_large.clear()
+    _embedders.clear()
+
+
+for _model in (ModelProfile, LLMProvider):
+    post_save.connect(forget_cached, sender=_model, dispatch_uid=f"recall-forget-{_model.__name__}")
+    post_delete.connect(forget_cached, sender=_model, dispatch_uid=f"recall-forget-del-{_model.__name__}")
+
+
+def tenant_embedder(tenant_id: int) -> Embedder:
+    """``embedder_for_tenant``, cached for ``_EMBEDDER_TTL`` seconds: the lookup is
+    a query of its own on every turn otherwise."""
+    now = time.monotonic()
+    hit = _embedders.get(tenant_id)
+    if hit is not None and hit[1] > now:
+        return hit[0]
+    embedder = embedder_for_tenant(tenant_id)
+    _embedders[tenant_id] = (embedder, now + _EMBEDDER_TTL)
+    return embedder
+
+
+def _is_large(cursor: Any, tenant_id: int, threshold: int) -> bool:
+    """More than ``threshold`` memories in the tenant (counted up to threshold + 1)."""
+    now = time.monotonic()
+    key = (tenant_id, threshold)
+    hit = _tenant_large.get(key)
+    if hit is not None and hit[1] > now:
+        return hit[0]
     cursor.execute(
         "SELECT count(*) FROM (SELECT 1 FROM agents_memoryentry WHERE tenant_id = %s LIMIT %s) s",
-        [tenant_id, cfg.exact_scan_rows + 1],
+        [tenant_id, threshold + 1],
     )
-    small = cursor.fetchone()[0] <= cfg.exact_scan_rows
-    if small or dim not in INDEXED_DIMENSIONS:
-        # Exact: the tenant's rows by its index, then every distance ("+ 0" keeps the
-        # planner off the HNSW index, which would filter after the scan).
-        cursor.execute(
-            f"SELECT id, 1 - {distance} FROM agents_memoryentry "  # noqa: S608 (dim an int, where ours)
-            f"WHERE embedding_dim = %s AND {where} ORDER BY {distance} + 0 LIMIT %s",
-            [q, dim, *params, q, n],
+    large = bool(cursor.fetchone()[0] > threshold)
+    _tenant_large[key] = (large, now + _SIZE_TTL)
+    return large
+
+
+def _hnsw_settings(cursor: Any, ef_search: int, max_scan_tuples: int) -> None:
+    """pgvector's iterative scan for the tenant-filtered HNSW query (the filter is
+    applied after the index scan: without it a small tenant's answer comes back
+    short). Set for the connection's session once (the only HNSW scans are these),
+    or for the transaction when recall runs inside one (a rollback would undo a
+    session setting unseen)."""
+    wanted = (ef_search, max_scan_tuples)
+    raw = connection.connection
+    in_transaction = connection.in_atomic_block
+    if not in_transaction and getattr(raw, _HNSW_ATTR, None) == wanted:
+        return
+    local = "true" if in_transaction else "false"
+    cursor.execute(
+        f"SELECT set_config('hnsw.iterative_scan', 'relaxed_order', {local}), "
+        f"set_config('hnsw.ef_search', %s, {local}), set_config('hnsw.max_scan_tuples', %s, {local})",
+        [str(ef_search), str(max_scan_tuples)],
+    )
+    if in_transaction:
+        if raw is not None and hasattr(raw, _HNSW_ATTR):
+            delattr(raw, _HNSW_ATTR)  # the transaction's end restores the session's values
+    else:
+        setattr(raw, _HNSW_ATTR, wanted)
+
+
+def _recall_sql(where: str, *, dim: int | None, exact: bool) -> str:
+    """One statement for both halves and the candidates' rows (one round trip).
+
+    Parameters, in order: [vector half: the query vector, the dimension, the where
+    parameters, n], the question, the stopwords, the word limit,
+    the where parameters, n, [the query vector for every candidate's similarity].
+    Rows: id, scope, category, content, updated_at, has_vector, similarity,
+    vector rank, ts_rank, keyword rank."""
+    keyword = (
+        "terms AS (SELECT lexeme FROM unnest(to_tsvector('simple', %s)) WHERE NOT lexeme = ANY(%s) LIMIT %s), "  # noqa: S608 (where: ours)
+        "query AS (SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q FROM terms), "
+        "kw AS MATERIALIZED (SELECT id, ts_rank(search_vector, query.q) AS r FROM agents_memoryentry, query "
+        f"  WHERE query.q IS NOT NULL AND search_vector @@ query.q AND {where} ORDER BY 2 DESC, id DESC LIMIT %s), "
+        "khits AS (SELECT id, r, row_number() OVER (ORDER BY r DESC, id DESC) AS rank FROM kw)"
+    )
+    if dim is None:  # no query vector: the text half alone
+        return (
+            f"WITH {keyword} "  # noqa: S608 (where: ours)
+            # No query vector: every hit is scored by text alone (has_vector false).
+            "SELECT m.id, m.scope, m.category, m.content, m.updated_at, false, "
+            "NULL::float8, NULL::bigint, k.r, k.rank FROM khits k JOIN agents_memoryentry m ON m.id = k.id"
         )
-        return [(row[0], float(row[1])) for row in cursor.fetchall()]
-    cursor.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
-    cursor.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(max(cfg.ef_search, n))])
-    cursor.execute("SELECT set_config('hnsw.max_scan_tuples', %s, true)", [str(cfg.max_scan_tuples)])
-    # relaxed_order may return slightly out of order: re-sort the materialised result.
-    cursor.execute(
-        f"WITH hits AS MATERIALIZED (SELECT id, {distance} AS d FROM agents_memoryentry "  # noqa: S608
-        f"WHERE embedding_dim = %s AND {where} ORDER BY {distance} LIMIT %s) "
-        "SELECT id, 1 - d FROM hits ORDER BY d",
-        [q, dim, *params, q, n],
+    dim = int(dim)
+    distance = f"(embedding::vector({dim}) <=> %s::vector({dim}))"
+    # Exact: the tenant's rows by their index, each distance computed once (OFFSET 0
+    # keeps the subquery apart, so the planner cannot take the HNSW index for the
+    # ORDER BY, which would filter after the scan). HNSW: relaxed_order may return
+    # slightly out of order; the rank re-sorts the materialised hits.
+    rows = f"SELECT id, {distance} AS d FROM agents_memoryentry WHERE embedding_dim = %s AND {where}"  # noqa: S608
+    vec = f"SELECT id, d FROM ({rows} OFFSET 0) r" if exact else rows  # noqa: S608 (dim an int, where ours)
+    return (
+        f"WITH vec AS MATERIALIZED ({vec} ORDER BY d LIMIT %s), "  # noqa: S608 (dim an int, where ours)
+        "vhits AS (SELECT id, 1 - d AS s, row_number() OVER (ORDER BY d, id) AS rank FROM vec), "
+        f"{keyword}, "
+        "ids AS (SELECT id FROM vhits UNION SELECT id FROM khits) "
+        f"SELECT m.id, m.scope, m.category, m.content, m.updated_at, m.embedding_dim = {dim} IS TRUE, "
+        # A keyword hit outside the vector candidates still has its similarity.
+        f"coalesce(v.s, CASE WHEN m.embedding_dim = {dim} "
+        f"  THEN 1 - (m.embedding::vector({dim}) <=> %s::vector({dim})) END), "
+        "v.rank, k.r, k.rank "
+        "FROM ids JOIN agents_memoryentry m ON m.id = ids.id "
+        "LEFT JOIN vhits v ON v.id = m.id LEFT JOIN khits k ON k.id = m.id"
     )
-    return [(row[0], float(row[1])) for row in cursor.fetchall()]
-
-
-def _keyword_candidates(
-    cursor: Any, where: str, params: list[Any], query: str, n: int
-) -> list[tuple[int, float]]:
-    """The question's own lexemes (PostgreSQL's parser, as for the memories: a code
-    such as ``LK-4000-A`` gives the same lexemes on both sides), less the stopwords
-    unless nothing else is left, any of them matching (OR)."""
-    skip = list(STOPWORDS) if query_terms(query) and set(query_terms(query)) - STOPWORDS else []
-    cursor.execute(
-        "WITH terms AS (SELECT lexeme FROM unnest(to_tsvector('simple', %s)) "  # noqa: S608 (where: ours)
-        "  WHERE NOT lexeme = ANY(%s) LIMIT %s), "
-        "query AS (SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q FROM terms) "
-        "SELECT id, ts_rank(search_vector, query.q) FROM agents_memoryentry, query "
-        f"WHERE query.q IS NOT NULL AND search_vector @@ query.q AND {where} ORDER BY 2 DESC, id DESC LIMIT %s",
-        [query, skip, MAX_QUERY_WORDS, *params, n],
-    )
-    return [(row[0], float(row[1])) for row in cursor.fetchall()]
 
 
 def fuse(candidates: list[Candidate], cfg: RecallSettings, full_similarity: float = 0.3) -> None:
@@ -387,56 +456,43 @@ def recall(
         return result
     n = limit * cfg.candidate_factor
     where, params = _visible_sql(owner, personal=personal, scopes=scopes)
-    embedder = embedder_for_tenant(owner.tenant_id)
+    embedder = tenant_embedder(owner.tenant_id)
     vector = query_vector
     if vector is None:
         try:
             vector = embedder.embed([query])[0]
         except EmbedderError as exc:
             result.embed_error = str(exc)  # recall goes on by text alone
-    with transaction.atomic(), connection.cursor() as cursor:
-        vector_hits = (
-            _vector_candidates(cursor, where, params, owner.tenant_id, vector, embedder.dimension, n, cfg)
-            if vector is not None
-            else []
-        )
-        keyword_hits = _keyword_candidates(cursor, where, params, query, n)
-        ids = list(dict.fromkeys([i for i, _ in vector_hits] + [i for i, _ in keyword_hits]))
-        rows: dict[int, tuple[Any, ...]] = {}
-        if ids:
-            # A keyword hit outside the vector candidates still has its similarity.
-            dim = int(embedder.dimension) if vector is not None else -1
-            similarity_sql = (
-                f"CASE WHEN embedding_dim = {dim} THEN 1 - (embedding::vector({dim}) <=> %s::vector({dim})) END"
-                if vector is not None
-                else "%s::float8"
+    terms = query_terms(query)
+    skip = list(STOPWORDS) if terms and set(terms) - STOPWORDS else []
+    keyword_params = [query, skip, MAX_QUERY_WORDS, *params, n]
+    with connection.cursor() as cursor:
+        if vector is None:
+            cursor.execute(_recall_sql(where, dim=None, exact=True), keyword_params)
+        else:
+            dim = int(embedder.dimension)
+            q = vector_literal(vector)
+            exact = dim not in INDEXED_DIMENSIONS or not _is_large(
+                cursor, owner.tenant_id, cfg.exact_scan_rows
             )
-            cursor.execute(
-                f"SELECT id, scope, category, content, updated_at, embedding_dim = {dim} IS TRUE, {similarity_sql} "  # noqa: S608
-                "FROM agents_memoryentry WHERE id = ANY(%s)",
-                [vector_literal(vector) if vector is not None else None, ids],
-            )
-            rows = {row[0]: row for row in cursor.fetchall()}
+            if not exact:
+                _hnsw_settings(cursor, max(cfg.ef_search, n), cfg.max_scan_tuples)
+            cursor.execute(_recall_sql(where, dim=dim, exact=exact), [q, dim, *params, n, *keyword_params, q])
+        rows = cursor.fetchall()
     by_id: dict[int, Candidate] = {}
-    for rank, (entry_id, similarity) in enumerate(vector_hits, start=1):
-        row = rows[entry_id]
-        by_id[entry_id] = Candidate(
-            entry_id, row[1], row[2], row[3], row[4], vector=similarity, vector_rank=rank, has_vector=row[5]
+    for row in rows:
+        by_id[row[0]] = Candidate(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            has_vector=bool(row[5]),
+            vector=None if row[6] is None else float(row[6]),
+            vector_rank=row[7],
+            keyword=None if row[8] is None else float(row[8]),
+            keyword_rank=row[9],
         )
-    for rank, (entry_id, ts_rank) in enumerate(keyword_hits, start=1):
-        candidate = by_id.get(entry_id)
-        if candidate is None:
-            row = rows[entry_id]
-            candidate = by_id[entry_id] = Candidate(
-                entry_id,
-                row[1],
-                row[2],
-                row[3],
-                row[4],
-                has_vector=row[5],
-                vector=None if row[6] is None else float(row[6]),
-            )
-        candidate.keyword, candidate.keyword_rank = ts_rank, rank
     candidates = list(by_id.values())
     fuse(candidates, cfg, embedder.full_similarity)
     candidates.sort(key=lambda c: (-c.score, -c.id))
