@@ -60,6 +60,11 @@ def validate_time_zone(value: str) -> None:
         ) from None
 
 
+class HeartbeatNotify(models.TextChoices):
+    SESSION = "session", "The user's Heartbeat chat only"
+    LINKED = "linked", "The Heartbeat chat and the user's linked chat accounts on this agent's channels"
+
+
 class Agent(TenantOwned):
     slug = models.SlugField(max_length=64)
     name = models.CharField(max_length=200)
@@ -164,6 +169,13 @@ class Agent(TenantOwned):
         null=True,
         blank=True,
         help_text="… until this time (may be past midnight, e.g. 22:00 to 06:00; empty: all day).",
+    )
+    heartbeat_notify = models.CharField(
+        max_length=16,
+        choices=HeartbeatNotify.choices,
+        default=HeartbeatNotify.LINKED,
+        help_text="Where a finding is told: always the user's Heartbeat chat; with 'linked', also "
+        "each chat account (Telegram, Slack, email …) the user linked on this agent's channels.",
     )
     enabled = models.BooleanField(default=True)
     # Bumped whenever the agent, its files, its models or their providers change, so
