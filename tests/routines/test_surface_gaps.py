@@ -178,3 +178,25 @@ def test_the_admin_actions_run_now_pause_and_resume(tenant_a):
     page = client.get(reverse("admin:agents_routine_change", args=[routine.pk])).content.decode()
     for default in ('value="run_once" selected', 'name="catchup_window_seconds" value="86400"'):
         assert default in page, default
+
+
+def test_a_routines_run_whose_worker_died_is_recovered_by_the_sweeper_like_a_chat_run(tenant_a):
+    from agents.models import Run
+    from agents.runtime.worker import sweep_runs
+
+    routine = make_routine(tenant_a, next_run_at=NOW, interval_seconds=3600)
+    tick(NOW)
+    [row] = runs_of(routine)
+    # Its worker claimed it and died: the lease ran out with the run still "running".
+    Run._base_manager.filter(pk=row.run_id).update(
+        status="running", lease_owner="dead-worker", lease_expires_at=datetime.now(UTC) - timedelta(minutes=1)
+    )
+    swept = sweep_runs()
+    assert swept["expired"] >= 1
+    tick(NOW + timedelta(seconds=30))  # still going: nothing settled, nothing fired again
+    assert [r.status for r in runs_of(routine)] == ["running"]
+    finish_agent_runs(routine, reply="recovered")  # the next worker finished it
+    tick(NOW + timedelta(seconds=60))
+    [row] = runs_of(routine)
+    assert (row.status, row.output) == ("ok", "recovered")
+    assert [f.state for f in fires_of(routine)] == [FireState.DONE]
