@@ -20,10 +20,16 @@ class Migration(migrations.Migration):
                         "linked",
                         "The Heartbeat chat and the user's linked chat accounts on this agent's channels",
                     ),
+                    (
+                        "linked_email",
+                        "The Heartbeat chat, the user's linked chat accounts and their e-mail address "
+                        "(sent by this agent's e-mail channel)",
+                    ),
                 ],
                 default="linked",
                 help_text="Where a finding is told: always the user's Heartbeat chat; with 'linked', also "
-                "each chat account (Telegram, Slack, email …) the user linked on this agent's channels.",
+                "each chat account (Telegram, Slack, email …) the user linked on this agent's channels; with "
+                "'linked_email', also the user's e-mail address, through the agent's e-mail channel.",
                 max_length=16,
             ),
         ),

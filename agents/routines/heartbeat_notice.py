@@ -110,6 +110,7 @@ def push_turn(session_id: object, turn_id: int) -> None:
 # the agent. The user's direct chat with the bot is the one they last wrote from;
 # before that, on the platforms where an account's id is also its direct chat
 # (Telegram, WhatsApp, email, Slack's DM by user id, the generic webhook), that id.
+# ``linked_email`` adds the user's e-mail address, sent by the agent's e-mail channel.
 DIRECT_BY_ACCOUNT_ID = frozenset({"telegram", "whatsapp", "email", "slack", "webhook_channel"})
 NOTICE_PREFIX = "Heartbeat ({agent}): "
 DELIVERY_NOTE_CHARS = 500
@@ -124,19 +125,22 @@ class LinkedTarget:
     problem: str = ""
 
 
-def linked_targets(agent_id: int, user_id: int) -> list[LinkedTarget]:
+def linked_targets(agent_id: int, user_id: int, *, with_email: bool = False) -> list[LinkedTarget]:
     """Each linked account of ``user_id`` on the agent's enabled channels, with its
-    direct chat (one per channel and chat); none once the user left the tenant."""
+    direct chat (one per channel and chat); ``with_email``: also the user's e-mail
+    address on the agent's first enabled e-mail channel. None once the user left
+    the tenant."""
     from channels_app.models import ChannelConversation, ChannelLink
     from claw_platform.tenancy.lookup import member_role
 
+    agent = Agent._base_manager.filter(pk=agent_id).only("tenant_id").first()
+    if agent is None or not member_role(agent.tenant_id, user_id):
+        return []
     links = list(
         ChannelLink._base_manager.filter(user_id=user_id, channel__agent_id=agent_id, channel__enabled=True)
         .select_related("channel")
         .order_by("channel_id", "id")
     )
-    if not links or not member_role(links[0].tenant_id, user_id):
-        return []
     found: list[LinkedTarget] = []
     seen: set[tuple[int, str]] = set()
     for link in links:
@@ -163,18 +167,40 @@ def linked_targets(agent_id: int, user_id: int) -> list[LinkedTarget]:
             continue
         seen.add((target.channel_id, target.chat_id))
         found.append(target)
+    if with_email:
+        found += _email_target(agent_id, user_id, seen)
     return found
 
 
-def send_to_linked(agent: Agent, user_id: int, finding: str) -> list[str]:
-    """Send the finding to each linked account of the user; one note per account
-    ("Telegram bot: sent", or why not). A platform's failure is a note, never raised."""
+def _email_target(agent_id: int, user_id: int, seen: set[tuple[int, str]]) -> list[LinkedTarget]:
+    from django.contrib.auth import get_user_model
+
+    from channels_app.models import Channel
+
+    address = (
+        get_user_model()._default_manager.filter(pk=user_id).values_list("email", flat=True).first() or ""
+    ).strip()
+    channel = (
+        Channel._base_manager.filter(agent_id=agent_id, kind="email", enabled=True).order_by("id").first()
+    )
+    if not address or channel is None:
+        why = "the user has no e-mail address" if not address else "the agent has no e-mail channel"
+        return [LinkedTarget(channel.pk if channel else 0, "e-mail", "", problem=why)]
+    if any(chat.lower() == address.lower() for channel_id, chat in seen if channel_id == channel.pk):
+        return []  # linked there already
+    return [LinkedTarget(channel.pk, channel.name, address)]
+
+
+def send_to_linked(agent: Agent, user_id: int, finding: str, *, with_email: bool = False) -> list[str]:
+    """Send the finding to each linked account of the user (and their e-mail address
+    with ``with_email``); one note per account ("Telegram bot: sent", or why not). A
+    platform's failure is a note, never raised."""
     from channels_app.adapters.base import AdapterError, Target
     from channels_app.delivery import deliver_to_channel
 
     text = NOTICE_PREFIX.format(agent=agent.name) + storable_text(finding)
     notes: list[str] = []
-    for target in linked_targets(agent.pk, user_id):
+    for target in linked_targets(agent.pk, user_id, with_email=with_email):
         if target.problem:
             notes.append(f"{target.label}: skipped: {target.problem}")
             continue
@@ -207,13 +233,14 @@ def deliver_notices(row_id: int, agent: Agent, notices: list[tuple[int | None, s
 
         with tenant_context(tenant_id):  # a thread starts without the caller's tenant
             current = Agent._base_manager.filter(pk=agent_id).first()
-            if current is None or current.heartbeat_notify != HeartbeatNotify.LINKED:
+            if current is None or current.heartbeat_notify == HeartbeatNotify.SESSION:
                 return
+            with_email = current.heartbeat_notify == HeartbeatNotify.LINKED_EMAIL
             notes: list[str] = []
             for user_id, finding in wanted:
                 assert user_id is not None
                 try:
-                    sent = send_to_linked(current, user_id, finding)
+                    sent = send_to_linked(current, user_id, finding, with_email=with_email)
                 except Exception:  # a bug here costs the notice, never the heartbeat
                     logger.exception("heartbeat run %s: the notice to user %s failed", row_id, user_id)
                     sent = [f"user {user_id}: failed: internal error"]

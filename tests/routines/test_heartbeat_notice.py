@@ -6,7 +6,7 @@ fake Telegram (its Bot API wire)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -140,3 +140,34 @@ def test_the_setting_is_in_the_admin_and_the_api(live_agent):
     assert "heartbeat_notify" in response.content.decode()
     assert client.patch(url, {"heartbeat_notify": "session"}, format="json").status_code == 200
     assert Agent._base_manager.get(pk=live_agent.agent.pk).heartbeat_notify == "session"
+
+
+def test_linked_email_also_mails_the_users_address_through_the_agents_email_channel(
+    live_agent, fake_llm, fake_mail
+):
+    from django.contrib.auth import get_user_model
+
+    from tools_app.actions.extensions import do_allow_host
+
+    get_user_model()._default_manager.filter(pk=live_agent.member.pk).update(email="member@example.test")
+    routine = enable(live_agent.agent, heartbeat_notify="linked_email")
+    member_finds_something(live_agent, fake_llm)
+    tick(START)
+    assert runs_of(routine)[0].delivery == "e-mail: skipped: the agent has no e-mail channel"
+
+    do_allow_host(live_agent.tenant, "127.0.0.1", acting_user=live_agent.owner)
+    make_channel(
+        live_agent,
+        "email",
+        account_id="agent@claw.test",
+        bot_token="mail-password",
+        imap_url=f"imap://127.0.0.1:{fake_mail.imap_port}",
+        smtp_url=f"smtp://127.0.0.1:{fake_mail.smtp_port}",
+        receive_mode="polling",
+    )
+    fake_llm.script(FakeTurn(text=FINDING))
+    tick(START + timedelta(minutes=30))
+    assert runs_of(routine)[-1].delivery == "email bot: sent"
+    [mail] = fake_mail.sent_mail()
+    assert mail["To"] == "member@example.test"
+    assert FINDING in mail.get_content()
