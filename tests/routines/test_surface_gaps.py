@@ -200,3 +200,23 @@ def test_a_routines_run_whose_worker_died_is_recovered_by_the_sweeper_like_a_cha
     [row] = runs_of(routine)
     assert (row.status, row.output) == ("ok", "recovered")
     assert [f.state for f in fires_of(routine)] == [FireState.DONE]
+
+
+def test_resuming_counts_against_the_cap_on_active_routines(tenant_a):
+    from agents.actions.routines import MAX_ACTIVE_ROUTINES_PER_USER
+    from tests.tools.helpers import Run
+
+    paused = make_routine(tenant_a, next_run_at=NOW, name="paused one", status="paused")
+    for i in range(MAX_ACTIVE_ROUTINES_PER_USER):
+        make_routine(tenant_a, next_run_at=NOW, name=f"active {i}")
+    chat = Run(tenant_a.agent, tenant_a.member).call("resume_scheduled_task", id=paused.pk)
+    assert chat.is_error
+    assert "At most 50 active routines" in chat.content
+    client = api_client(make_person_key(tenant_a, tenant_a.member, "read", "write"))
+    response = client.patch(f"/api/v1/routines/{paused.pk}/", {"status": "active"}, format="json")
+    assert response.status_code == 400
+    assert "status" in response.json()["error"]["fields"]
+    assert Routine._base_manager.get(pk=paused.pk).status == "paused"
+    Routine._base_manager.filter(name="active 0").update(status="cancelled")
+    response = client.patch(f"/api/v1/routines/{paused.pk}/", {"status": "active"}, format="json")
+    assert response.status_code == 200, response.content
