@@ -6,6 +6,7 @@ fake Telegram (its Bot API wire)."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -171,3 +172,19 @@ def test_linked_email_also_mails_the_users_address_through_the_agents_email_chan
     [mail] = fake_mail.sent_mail()
     assert mail["To"] == "member@example.test"
     assert FINDING in mail.get_content()
+
+
+def test_in_production_the_notice_is_sent_from_a_thread_of_its_own(
+    live_agent, fake_llm, fake_telegram, settings
+):
+    settings.CLAW_ROUTINE_DELIVERY_INLINE = False  # as deployed: the scheduler never waits on a platform
+    link(telegram(live_agent), "4242", live_agent.member)
+    routine = enable(live_agent.agent)
+    member_finds_something(live_agent, fake_llm)
+    tick(START)
+    [sent] = fake_telegram.wait_for(lambda fake: fake.calls_of("sendMessage"))
+    assert sent["text"].endswith(FINDING)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not runs_of(routine)[0].delivery:
+        time.sleep(0.05)
+    assert runs_of(routine)[0].delivery == "telegram bot: sent"
