@@ -192,3 +192,25 @@ def test_history_and_run_now_through_the_chat(tenant_a):
     assert run.call("scheduled_task_runs", id=routine.pk, limit=1).content.count("\n") == 0
     stranger = Run(tenant_a.agent, tenant_a.admin)
     assert stranger.call("scheduled_task_runs", id=routine.pk).is_error
+
+
+def test_scheduled_from_a_chat_platform_the_output_goes_back_to_that_chat(tenant_a):
+    from agents.actions.conversation import do_create_session
+    from channels_app.models import ChannelConversation
+
+    channel = channel_of(tenant_a)
+    session = do_create_session(tenant_a.agent, user=tenant_a.member, title="telegram chat")
+    ChannelConversation.objects.unscoped().create(
+        tenant=tenant_a.tenant, session=session, channel=channel, chat_id="4242", sender_id="4242"
+    )
+    run = Run(tenant_a.agent, tenant_a.member, session=session)
+    back = stored(run.call("schedule_task", prompt="Ping me", interval_seconds=600))
+    assert (str(back.session_id), back.deliver_channel_id, back.deliver_target) == (
+        str(session.pk),
+        channel.pk,
+        "4242",
+    )
+    own = stored(run.call("schedule_task", prompt="Quietly", interval_seconds=600, deliver_to="own_session"))
+    assert (own.session_id, own.deliver_channel_id) == (None, None)
+    web = Run(tenant_a.agent, tenant_a.member)  # a web chat: nothing but the session
+    assert stored(web.call("schedule_task", prompt="Web", interval_seconds=600)).deliver_channel_id is None

@@ -82,7 +82,8 @@ TASK_HELP = (
     "event_wait_minutes). action: 'agent' (default: a full run with history) or 'light' (cheap "
     "model, fresh session, no history). Output: deliver_to 'this_chat' (default) or "
     "'own_session'; also deliver_channel (a channel of this agent, by name) with deliver_target "
-    "(a chat id; default this chat's or the user's linked account on it) and/or webhook_url. "
+    "(a chat id; default this chat's or the user's linked account on it) and/or webhook_url; "
+    "scheduled from a chat platform, the output also goes back to that chat by default. "
     "Policies: missed_policy (skip|run_once|run_all), overlap_policy (skip|queue_one|allow), "
     "max_retries, jitter_seconds, max_runs_per_hour."
 )
@@ -211,9 +212,10 @@ def _trigger_fields(trigger: Trigger) -> dict[str, Any]:
     }
 
 
-def _delivery(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+def _delivery(args: dict[str, Any], context: ToolContext, *, creating: bool) -> dict[str, Any]:
     """Where the output goes besides the session: a channel of this agent (by name or
-    id) and a chat on it, a webhook URL. "" turns one off."""
+    id) and a chat on it (by default, when scheduled in a chat-platform conversation,
+    that chat), a webhook URL. "" turns one off."""
     from channels_app.models import Channel, ChannelConversation
 
     options: dict[str, Any] = {}
@@ -257,6 +259,16 @@ def _delivery(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
             options.update(deliver_channel=channel, deliver_target=target[:200])
     elif args.get("deliver_target"):
         raise _refuse("deliver_target", "give deliver_channel (the channel) too.")
+    elif creating and args.get("deliver_to", THIS_CHAT) == THIS_CHAT:
+        # Scheduled from a chat-platform conversation: the output goes back to that chat
+        # too (a routine's run is not followed by the platform's reply delivery).
+        here = (
+            ChannelConversation._base_manager.filter(session_id=context.session_id, channel__enabled=True)
+            .select_related("channel")
+            .first()
+        )
+        if here is not None and here.channel.agent_id == context.agent_id:
+            options.update(deliver_channel=here.channel, deliver_target=here.chat_id[:200])
     if "webhook_url" in args:
         url = str(args["webhook_url"]).strip()
         if url:
@@ -268,11 +280,11 @@ def _delivery(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
     return options
 
 
-def _options(args: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+def _options(args: dict[str, Any], context: ToolContext, *, creating: bool) -> dict[str, Any]:
     options = {key: args[key] for key in POLICY_KEYS if key in args}
     if "action" in args:
         options["action"] = args["action"]
-    return {**options, **_delivery(args, context)}
+    return {**options, **_delivery(args, context, creating=creating)}
 
 
 class ScheduleTaskTool(Tool):
@@ -296,7 +308,7 @@ class ScheduleTaskTool(Tool):
             trigger = _trigger(args, context, None)
             assert trigger is not None
             _check_trigger(trigger)
-            options = _options(args, context)
+            options = _options(args, context, creating=True)
             own = args.get("deliver_to") == OWN_SESSION
             return do_create_routine(
                 tenant_id=context.tenant_id,
@@ -337,7 +349,7 @@ class UpdateScheduledTaskTool(Tool):
             routine = _own_routine(context, args["id"])
             if routine.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED):
                 raise _refuse("id", f"task #{routine.pk} is {routine.status}; schedule a new one.")
-            changes = _options(args, context)
+            changes = _options(args, context, creating=False)
             trigger = _trigger(args, context, trigger_of(routine))
             if trigger is not None:
                 _check_trigger(trigger)
