@@ -54,18 +54,59 @@ OWN_SESSION = "own_session"
 TASK_PROPERTIES: dict[str, Any] = {
     "prompt": {"type": "string", "minLength": 1, "maxLength": 4000},
     "name": {"type": "string", "maxLength": 200},
-    "cron": {"type": "string", "maxLength": 120},
-    "timezone": {"type": "string", "maxLength": 64},
-    "interval_seconds": {"type": "integer", "minimum": 1},
-    "run_at": {"type": "string", "maxLength": 64},
-    "event": {"type": "string", "enum": list(EventKind.values)},
-    "event_pattern": {"type": "string", "maxLength": 300},
+    "cron": {
+        "type": "string",
+        "maxLength": 120,
+        "description": "Five fields, minute hour day month weekday, e.g. '0 9 * * 1-5'.",
+    },
+    "timezone": {
+        "type": "string",
+        "maxLength": 64,
+        "description": "IANA name for cron, e.g. Europe/Paris (default: the agent's).",
+    },
+    "interval_seconds": {"type": "integer", "minimum": 1, "description": "Every N seconds (at least 60)."},
+    "run_at": {
+        "type": "string",
+        "maxLength": 64,
+        "description": "Once, ISO 8601 with an offset, e.g. 2026-03-01T09:00:00+01:00.",
+    },
+    "event": {
+        "type": "string",
+        "enum": list(EventKind.values),
+        "description": "message: a message in this user's chats matching event_pattern; run_failed: a "
+        "run of this agent failed; approval_waiting: a tool call waits for approval over "
+        "event_wait_minutes.",
+    },
+    "event_pattern": {
+        "type": "string",
+        "maxLength": 300,
+        "description": "For event 'message': a case-insensitive regular expression.",
+    },
     "event_wait_minutes": {"type": "integer", "minimum": 1, "maximum": 10_080},
-    "action": {"type": "string", "enum": [ActionKind.AGENT.value, ActionKind.LIGHT.value]},
-    "deliver_to": {"type": "string", "enum": [THIS_CHAT, OWN_SESSION]},
-    "deliver_channel": {"type": "string", "maxLength": 100},
-    "deliver_target": {"type": "string", "maxLength": 200},
-    "webhook_url": {"type": "string", "maxLength": 500},
+    "action": {
+        "type": "string",
+        "enum": [ActionKind.AGENT.value, ActionKind.LIGHT.value],
+        "description": "agent (default): a run in the chat, with its history; light: a fresh "
+        "session each time, no history.",
+    },
+    "deliver_to": {
+        "type": "string",
+        "enum": [THIS_CHAT, OWN_SESSION],
+        "description": "Where the run happens and answers: this chat (default) or a session of its own.",
+    },
+    "deliver_channel": {
+        "type": "string",
+        "maxLength": 100,
+        "description": "Also send the output to this channel of the agent (its name). From a chat "
+        "platform, the output goes back to that chat by default.",
+    },
+    "deliver_target": {
+        "type": "string",
+        "maxLength": 200,
+        "description": "The chat id on deliver_channel (default: this chat's, or the user's linked "
+        "account there).",
+    },
+    "webhook_url": {"type": "string", "maxLength": 500, "description": "Also POST the output here."},
     "missed_policy": {"type": "string", "enum": list(MissedPolicy.values)},
     "overlap_policy": {"type": "string", "enum": list(OverlapPolicy.values)},
     "max_retries": {"type": "integer", "minimum": 0, "maximum": 10},
@@ -74,18 +115,10 @@ TASK_PROPERTIES: dict[str, Any] = {
 }
 POLICY_KEYS = ("missed_policy", "overlap_policy", "max_retries", "jitter_seconds", "max_runs_per_hour")
 TASK_HELP = (
-    "When: exactly one of cron (five fields, e.g. '0 9 * * 1-5', in timezone, an IANA name; "
-    "default the agent's), interval_seconds (at least 60), run_at (ISO 8601 with offset, e.g. "
-    "2026-03-01T09:00:00+01:00) or event: 'message' (a message in this user's chats matching "
-    "event_pattern, a case-insensitive regular expression), 'run_failed' (a run of this agent "
-    "failed) or 'approval_waiting' (a tool call waiting for approval longer than "
-    "event_wait_minutes). action: 'agent' (default: a run in the chat, with its history) or "
-    "'light' (a fresh session each time, no history). Output: deliver_to 'this_chat' (default) or "
-    "'own_session'; also deliver_channel (a channel of this agent, by name) with deliver_target "
-    "(a chat id; default this chat's or the user's linked account on it) and/or webhook_url; "
-    "scheduled from a chat platform, the output also goes back to that chat by default. "
-    "Policies: missed_policy (skip|run_once|run_all), overlap_policy (skip|queue_one|allow), "
-    "max_retries, jitter_seconds, max_runs_per_hour."
+    "When: exactly one of cron (with timezone), interval_seconds, run_at or event. Optional: "
+    "action, where the output goes (deliver_to, deliver_channel, webhook_url) and the policies "
+    "(missed runs, overlap, retries, jitter, runs per hour). A refused argument's error starts "
+    "with its name."
 )
 
 
