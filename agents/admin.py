@@ -209,6 +209,7 @@ class AgentAdmin(TenantScopedAdmin):
                     "heartbeat_interval_minutes",
                     "heartbeat_active_start",
                     "heartbeat_active_end",
+                    "heartbeat_notify",
                 ],
                 "description": "A periodic check of HEARTBEAT.md, run by the routine scheduler as a "
                 "routine of kind heartbeat. Defaults: off, every 30 minutes, all day.",

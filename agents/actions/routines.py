@@ -17,7 +17,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agents.models import EventKind, Routine, RoutineFire, RoutineStatus, TriggerKind
+from agents.models import ActionKind, EventKind, Routine, RoutineFire, RoutineStatus, TriggerKind
 from agents.routines.times import next_cron
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.secret_fields import secret_fields
@@ -219,6 +219,26 @@ def do_create_routine(
     return routine
 
 
+def check_active_cap(routine: Routine) -> None:
+    """Resuming counts against the cap on active routines per user and agent, as
+    creating does (a paused routine must not be a way around it)."""
+    if routine.action == ActionKind.HEARTBEAT:
+        return  # the agent's own, kept by its settings
+    active = (
+        Routine._base_manager.filter(
+            tenant_id=routine.tenant_id, agent_id=routine.agent_id, status=RoutineStatus.ACTIVE
+        )
+        .filter(owned_by(routine.user_id))
+        .exclude(pk=routine.pk)
+        .count()
+    )
+    if active >= MAX_ACTIVE_ROUTINES_PER_USER:
+        raise ValidationError(
+            f"At most {MAX_ACTIVE_ROUTINES_PER_USER} active routines per user and agent; "
+            "pause or cancel another first."
+        )
+
+
 @transaction.atomic
 def do_set_routine_status(routine: Routine, status: str, *, acting_user: Any) -> Routine:
     """Pause, resume (``active``: next run recomputed from now) or cancel a routine."""
@@ -226,6 +246,8 @@ def do_set_routine_status(routine: Routine, status: str, *, acting_user: Any) ->
     if locked.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED):
         raise ValidationError(f"The routine is {locked.status}; it cannot change any more.")
     before = locked.status
+    if status == RoutineStatus.ACTIVE and before != RoutineStatus.ACTIVE:
+        check_active_cap(locked)
     locked.status = status
     if status == RoutineStatus.ACTIVE:
         locked.next_run_at = next_run(trigger_of(locked), timezone.now())

@@ -54,6 +54,7 @@ SUBAGENT_TOOL_DENY_ALWAYS = frozenset(
         "write_memory",
         "memory_write",
         "schedule_task",
+        "update_scheduled_task",
         "export_chat",
     }
 )

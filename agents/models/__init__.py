@@ -6,6 +6,7 @@ from agents.models.agent import (
     AgentRole,
     AgentType,
     BusyPolicy,
+    HeartbeatNotify,
     InputGuardMode,
 )
 from agents.models.attachments import Attachment, AttachmentKind
@@ -70,6 +71,7 @@ __all__ = [
     "DelegationMode",
     "EventKind",
     "FireState",
+    "HeartbeatNotify",
     "InputGuardMode",
     "LLMProvider",
     "MemoryCategory",

@@ -60,6 +60,16 @@ def validate_time_zone(value: str) -> None:
         ) from None
 
 
+class HeartbeatNotify(models.TextChoices):
+    SESSION = "session", "The user's Heartbeat chat only"
+    LINKED = "linked", "The Heartbeat chat and the user's linked chat accounts on this agent's channels"
+    LINKED_EMAIL = (
+        "linked_email",
+        "The Heartbeat chat, the user's linked chat accounts and their e-mail address "
+        "(sent by this agent's e-mail channel)",
+    )
+
+
 class Agent(TenantOwned):
     slug = models.SlugField(max_length=64)
     name = models.CharField(max_length=200)
@@ -164,6 +174,14 @@ class Agent(TenantOwned):
         null=True,
         blank=True,
         help_text="… until this time (may be past midnight, e.g. 22:00 to 06:00; empty: all day).",
+    )
+    heartbeat_notify = models.CharField(
+        max_length=16,
+        choices=HeartbeatNotify.choices,
+        default=HeartbeatNotify.LINKED,
+        help_text="Where a finding is told: always the user's Heartbeat chat; with 'linked', also "
+        "each chat account (Telegram, Slack, email …) the user linked on this agent's channels; with "
+        "'linked_email', also the user's e-mail address, through the agent's e-mail channel.",
     )
     enabled = models.BooleanField(default=True)
     # Bumped whenever the agent, its files, its models or their providers change, so

@@ -38,6 +38,7 @@ from agents.models import (
     RunStatus,
     Turn,
 )
+from agents.routines.light import ROUTINE_CHANNELS
 from claw_platform.storable import storable_text
 from claw_platform.tenancy.lookup import member_role
 
@@ -78,7 +79,7 @@ def message_events(routine: Routine, now: datetime) -> list[Event]:
             created_at__lte=now,
             user_text__iregex=routine.event_pattern,
         )
-        .exclude(session__channel="routine")
+        .exclude(session__channel__in=ROUTINE_CHANNELS)
         .exclude(run__pk__in=routine_made)
         .select_related("session")
         .order_by("created_at")

@@ -8,14 +8,17 @@ that chat has it in its history -- pushed to every open chat of the session as a
 from __future__ import annotations
 
 import logging
+import threading
+from dataclasses import dataclass
 from typing import cast
 from uuid import UUID
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from agents.engine.types import Message as EngineMessage
-from agents.models import Agent, Message, Session, Thread, Turn
+from agents.models import Agent, HeartbeatNotify, Message, Session, Thread, Turn
 from claw_platform.storable import storable_text
+from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger("claw.routines.heartbeat")
 
@@ -100,3 +103,161 @@ def push_turn(session_id: object, turn_id: int) -> None:
         )
     except Exception:
         logger.exception("heartbeat: the live view of session %s was not updated", session_id)
+
+
+# Where a finding is told outside the chat (the agent's ``heartbeat_notify``): each
+# chat-platform account the user linked (``/link CODE``) on an enabled channel of
+# the agent. The user's direct chat with the bot is the one they last wrote from;
+# before that, on the platforms where an account's id is also its direct chat
+# (Telegram, WhatsApp, email, Slack's DM by user id, the generic webhook), that id.
+# ``linked_email`` adds the user's e-mail address, sent by the agent's e-mail channel.
+DIRECT_BY_ACCOUNT_ID = frozenset({"telegram", "whatsapp", "email", "slack", "webhook_channel"})
+NOTICE_PREFIX = "Heartbeat ({agent}): "
+DELIVERY_NOTE_CHARS = 500
+
+
+@dataclass(frozen=True)
+class LinkedTarget:
+    channel_id: int
+    label: str  # the channel's name, for the run's delivery note
+    chat_id: str  # "" when no direct chat is known (``problem`` says why)
+    thread_id: str = ""
+    problem: str = ""
+
+
+def linked_targets(agent_id: int, user_id: int, *, with_email: bool = False) -> list[LinkedTarget]:
+    """Each linked account of ``user_id`` on the agent's enabled channels, with its
+    direct chat (one per channel and chat); ``with_email``: also the user's e-mail
+    address on the agent's first enabled e-mail channel. None once the user left
+    the tenant."""
+    from channels_app.models import ChannelConversation, ChannelLink
+    from claw_platform.tenancy.lookup import member_role
+
+    agent = Agent._base_manager.filter(pk=agent_id).only("tenant_id").first()
+    if agent is None or not member_role(agent.tenant_id, user_id):
+        return []
+    links = list(
+        ChannelLink._base_manager.filter(user_id=user_id, channel__agent_id=agent_id, channel__enabled=True)
+        .select_related("channel")
+        .order_by("channel_id", "id")
+    )
+    found: list[LinkedTarget] = []
+    seen: set[tuple[int, str]] = set()
+    for link in links:
+        channel = link.channel
+        direct = (
+            ChannelConversation._base_manager.filter(
+                channel_id=channel.pk, sender_id=link.platform_user_id, is_group=False
+            )
+            .order_by("-created_at", "-id")
+            .first()
+        )
+        if direct is not None:
+            target = LinkedTarget(channel.pk, channel.name, direct.chat_id, direct.thread_id)
+        elif channel.kind in DIRECT_BY_ACCOUNT_ID:
+            target = LinkedTarget(channel.pk, channel.name, link.platform_user_id)
+        else:
+            target = LinkedTarget(
+                channel.pk,
+                channel.name,
+                "",
+                problem="no direct chat with the user yet (they have not written)",
+            )
+        if (target.channel_id, target.chat_id) in seen:
+            continue
+        seen.add((target.channel_id, target.chat_id))
+        found.append(target)
+    if with_email:
+        found += _email_target(agent_id, user_id, seen)
+    return found
+
+
+def _email_target(agent_id: int, user_id: int, seen: set[tuple[int, str]]) -> list[LinkedTarget]:
+    from django.contrib.auth import get_user_model
+
+    from channels_app.models import Channel
+
+    address = (
+        get_user_model()._default_manager.filter(pk=user_id).values_list("email", flat=True).first() or ""
+    ).strip()
+    channel = (
+        Channel._base_manager.filter(agent_id=agent_id, kind="email", enabled=True).order_by("id").first()
+    )
+    if not address or channel is None:
+        why = "the user has no e-mail address" if not address else "the agent has no e-mail channel"
+        return [LinkedTarget(channel.pk if channel else 0, "e-mail", "", problem=why)]
+    if any(chat.lower() == address.lower() for channel_id, chat in seen if channel_id == channel.pk):
+        return []  # linked there already
+    return [LinkedTarget(channel.pk, channel.name, address)]
+
+
+def send_to_linked(agent: Agent, user_id: int, finding: str, *, with_email: bool = False) -> list[str]:
+    """Send the finding to each linked account of the user (and their e-mail address
+    with ``with_email``); one note per account ("Telegram bot: sent", or why not). A
+    platform's failure is a note, never raised."""
+    from channels_app.adapters.base import AdapterError, Target
+    from channels_app.delivery import deliver_to_channel
+
+    text = NOTICE_PREFIX.format(agent=agent.name) + storable_text(finding)
+    notes: list[str] = []
+    for target in linked_targets(agent.pk, user_id, with_email=with_email):
+        if target.problem:
+            notes.append(f"{target.label}: skipped: {target.problem}")
+            continue
+        try:
+            deliver_to_channel(target.channel_id, Target(target.chat_id, target.thread_id), text)
+        except AdapterError as exc:
+            notes.append(f"{target.label}: failed: {str(exc)[:200]}")
+        except Exception as exc:  # a timeout, a dropped connection: recorded, never raised
+            logger.warning("heartbeat notice to channel %s failed: %r", target.channel_id, exc)
+            notes.append(f"{target.label}: failed: {type(exc).__name__}")
+        else:
+            notes.append(f"{target.label}: sent")
+    return notes
+
+
+def deliver_notices(row_id: int, agent: Agent, notices: list[tuple[int | None, str]]) -> None:
+    """After the heartbeat's run settled: tell each finding's user on their linked
+    accounts (when the agent says so), in a thread of its own like a routine's
+    delivery (inline with ``CLAW_ROUTINE_DELIVERY_INLINE``); the notes land on the
+    run's ``delivery``."""
+    from django.conf import settings
+
+    wanted = [(user_id, finding) for user_id, finding in notices if user_id is not None]
+    if not wanted:
+        return
+    tenant_id, agent_id = agent.tenant_id, agent.pk
+
+    def work() -> None:
+        from agents.models import RoutineRun
+
+        with tenant_context(tenant_id):  # a thread starts without the caller's tenant
+            current = Agent._base_manager.filter(pk=agent_id).first()
+            if current is None or current.heartbeat_notify == HeartbeatNotify.SESSION:
+                return
+            with_email = current.heartbeat_notify == HeartbeatNotify.LINKED_EMAIL
+            notes: list[str] = []
+            for user_id, finding in wanted:
+                assert user_id is not None
+                try:
+                    sent = send_to_linked(current, user_id, finding, with_email=with_email)
+                except Exception:  # a bug here costs the notice, never the heartbeat
+                    logger.exception("heartbeat run %s: the notice to user %s failed", row_id, user_id)
+                    sent = [f"user {user_id}: failed: internal error"]
+                notes += [f"user {user_id} on {note}" if len(wanted) > 1 else note for note in sent]
+            if notes:
+                RoutineRun._base_manager.filter(pk=row_id).update(
+                    delivery="; ".join(notes)[:DELIVERY_NOTE_CHARS]
+                )
+
+    if settings.CLAW_ROUTINE_DELIVERY_INLINE:
+        work()
+        return
+
+    def in_thread() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    threading.Thread(target=in_thread, name="claw-heartbeat-notice", daemon=True).start()

@@ -12,8 +12,10 @@ them checks, one after the other, the agent's own HEARTBEAT.md and each user's c
 that has something to do (a file of blanks, headings and comments costs no call);
 each finding goes to the "Heartbeat" session of that user with the agent (the
 agent's own file: a session without a user, seen by the tenant's admins), opened on
-first use, and is pushed to an open chat of it. A reply of ``HEARTBEAT_OK`` or
-``NO_REPLY`` posts nothing.
+first use, and is pushed to an open chat of it; with the agent's ``heartbeat_notify``
+at ``linked`` (the default) it is also sent to each chat-platform account the user
+linked on the agent's channels (``heartbeat_notice.deliver_notices``). A reply of
+``HEARTBEAT_OK`` or ``NO_REPLY`` posts nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from agents.routines.heartbeat import (
     checklist,
     has_work,
 )
-from agents.routines.heartbeat_notice import post_finding
+from agents.routines.heartbeat_notice import deliver_notices, post_finding
 from agents.routines.outcome import finish_routine_run
 from agents.routines.times import zone_of
 from claw_platform.db import db_async, readable_failure
@@ -163,6 +165,7 @@ def execute_heartbeat_run(row_id: int) -> None:
         routine = row.routine
         agent = routine.agent
         status, output, reason, cost = RoutineRunStatus.OK, NOTHING_TO_DO, "", Decimal(0)
+        told: list[tuple[int | None, str]] = []  # (user, finding) posted to a Heartbeat chat
         try:
             work = targets(agent.pk)
             checks = asyncio.run(_check_all(agent, routine.pk, work)) if work else []
@@ -175,6 +178,7 @@ def execute_heartbeat_run(row_id: int) -> None:
                     errors.append(f"{who}: {check.error}")
                 elif check.finding:
                     post_finding(agent, user_id, check.finding)
+                    told.append((user_id, check.finding))
                     findings.append(check.finding if len(work) == 1 else f"[{who}] {check.finding}")
             if work:
                 # The quiet outputs (NOTHING_TO_DO, NOTHING_FOUND) repeat by design: the
@@ -193,6 +197,8 @@ def execute_heartbeat_run(row_id: int) -> None:
                 return  # settled meanwhile (the lost-worker sweep)
             locked.cost = cost
             finish_routine_run(locked, status, timezone.now(), output=output, reason=reason)
+        # Also where the user talks: their linked chat accounts (``heartbeat_notify``).
+        deliver_notices(row_id, agent, told)
 
 
 async def _check_all(agent: Agent, routine_id: int, work: list[tuple[int | None, str]]) -> list[Check]:

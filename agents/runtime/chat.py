@@ -43,6 +43,7 @@ from agents.engine.turn import (
 )
 from agents.memory.injection import recall_for_turn
 from agents.models import AgentFile, Message, ModelProfile, Session, Turn
+from agents.routines.light import prompt_mode_for
 from agents.runtime.agent_command import agent_command
 from agents.runtime.context_commands import clear_command, skills_command
 from agents.runtime.groups import addresses_agent
@@ -115,7 +116,12 @@ def _load_session(session_id: Any) -> Session:
 
 
 def turn_config(
-    agent: ResolvedAgent, model: ModelConfig, *, stream: bool = True, events: EventSink | None = None
+    agent: ResolvedAgent,
+    model: ModelConfig,
+    *,
+    stream: bool = True,
+    events: EventSink | None = None,
+    prompt_mode: str = "full",
 ) -> TurnConfig:
     # A sink that batches deltas by itself gets every delta at once (no fixed delay).
     immediate = bool(getattr(events, "batches_deltas", False))
@@ -137,6 +143,7 @@ def turn_config(
         temperature=agent.temperature,
         extra_body=dict(model.body_overrides),
         delta_batch_seconds=0.0 if immediate else DEFAULT_COALESCE_SECONDS,
+        prompt_mode=prompt_mode,
     )
 
 
@@ -336,7 +343,13 @@ async def _drive_turn(
                     ctx=ctx,
                     prompt=prompt,
                     approvals=approvals,
-                    config=turn_config(agent, model_cfg, stream=stream, events=events),
+                    config=turn_config(
+                        agent,
+                        model_cfg,
+                        stream=stream,
+                        events=events,
+                        prompt_mode=prompt_mode_for(session.channel),
+                    ),
                     events=events,
                     hooks=hooks,
                     cheap_model=cheap,
@@ -352,7 +365,13 @@ async def _drive_turn(
                     store=store,
                     ctx=ctx,
                     prompt=prompt,
-                    config=turn_config(agent, model_cfg, stream=stream, events=events),
+                    config=turn_config(
+                        agent,
+                        model_cfg,
+                        stream=stream,
+                        events=events,
+                        prompt_mode=prompt_mode_for(session.channel),
+                    ),
                     events=events,
                     hooks=hooks,
                     cheap_model=cheap,

@@ -33,6 +33,7 @@ def agent_post(tenant_set, *, files=(), existing_files=(), **overrides):
         "input_guard_mode": "warn",
         "timezone": "UTC",
         "heartbeat_interval_minutes": "30",
+        "heartbeat_notify": "linked",
     }
     data.update(overrides)
     rows = list(existing_files) + list(files)

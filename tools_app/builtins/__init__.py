@@ -28,7 +28,9 @@ from tools_app.builtins.schedule import (
     PauseScheduledTaskTool,
     ResumeScheduledTaskTool,
     RunScheduledTaskTool,
+    ScheduledTaskRunsTool,
     ScheduleTaskTool,
+    UpdateScheduledTaskTool,
 )
 from tools_app.builtins.sub_agent import SubAgentTool
 from tools_app.builtins.time_tools import CompareTimeTool, GetCurrentTimeTool
@@ -53,7 +55,9 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     MemoryUpdateTool(),
     MemoryDeleteTool(),
     ScheduleTaskTool(),
+    UpdateScheduledTaskTool(),
     ListScheduledTasksTool(),
+    ScheduledTaskRunsTool(),
     PauseScheduledTaskTool(),
     ResumeScheduledTaskTool(),
     CancelScheduledTaskTool(),

@@ -60,6 +60,7 @@ class AgentSerializer(StrictModelSerializer):
             "heartbeat_interval_minutes",
             "heartbeat_active_start",
             "heartbeat_active_end",
+            "heartbeat_notify",
             "enabled",
             "created_at",
             "updated_at",
