@@ -176,6 +176,20 @@ class ChannelAdapter:
         """Send one message of at most ``max_message_chars``; its platform id."""
         raise NotImplementedError
 
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        """Send one part of an outbound reply, carrying ``key`` (unique to that part,
+        the same on every try) where the platform lets a repeat be recognised:
+        Discord's ``nonce``, Slack's message metadata, the Message-ID of a mail, the
+        generic webhook's delivery id. Elsewhere (Telegram, WhatsApp) the same as
+        :meth:`send_text`."""
+        return await self.send_text(target, text)
+
+    async def find_sent(self, target: Target, key: str, since: float) -> str:
+        """The id of a message carrying ``key`` that the platform already holds (sent
+        after ``since``, a Unix time), "" when there is none or the platform cannot
+        tell. Asked before a part is sent again after a cut-off try."""
+        return ""
+
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         raise self.error_type(f"{self.kind} cannot edit messages", retryable=False)
 

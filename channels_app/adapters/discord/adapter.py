@@ -242,6 +242,16 @@ class DiscordAdapter(ChannelAdapter):
         )
         return str((data or {}).get("id", ""))
 
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        # enforce_nonce: a second create with the same nonce (within a few minutes)
+        # answers the message made by the first instead of making another.
+        data = await self.call(
+            "POST",
+            f"{self._channel_path(target)}/messages",
+            {"content": text, "nonce": key[:25], "enforce_nonce": True, **NO_PINGS},
+        )
+        return str((data or {}).get("id", ""))
+
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         if not _SNOWFLAKE.match(message_id):
             raise DiscordError("discord: not a message id", retryable=False)

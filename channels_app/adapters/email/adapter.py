@@ -182,11 +182,17 @@ class EmailAdapter(ChannelAdapter):
 
     # -------------------------------------------------------------- outbound
 
-    async def send_text(self, target: Target, text: str) -> str:
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        # The same Message-ID on every try: a repeat is one message to the recipient's
+        # client (threaded and de-duplicated by it).
+        domain = self.address.rpartition("@")[2] or "localhost"
+        return await self.send_text(target, text, message_id=f"<{key}.{self.channel.public_id.hex}@{domain}>")
+
+    async def send_text(self, target: Target, text: str, *, message_id: str = "") -> str:
         subject = await db_async(_thread_subject)(self.channel.pk, target.thread_id)
         mail = EmailMessage()
         domain = self.address.rpartition("@")[2] or "localhost"
-        message_id = make_msgid(domain=domain)
+        message_id = message_id or make_msgid(domain=domain)
         mail["From"] = formataddr((self.channel.agent.name[:60], self.address))
         mail["To"] = target.chat_id
         mail["Subject"] = (
