@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -178,8 +179,16 @@ async def deliver_run(
         if status == RunStatus.AWAITING_APPROVAL:
             if draft.text.strip():
                 await draft.finish(draft.text)
-            for prompt in await db_async(_pending_approvals)(run_id):
-                await with_retries(lambda prompt=prompt: adapter.send_approval(target, prompt))  # type: ignore[misc]
+            prompts = await db_async(_pending_approvals)(run_id)
+            if prompts:
+                # Kept as an outbound reply too: a platform outage leaves them to the sweep.
+                from channels_app.outbox import create_outbound, send_outbound
+
+                parts = [{"approval": dataclasses.asdict(p)} for p in prompts]
+                row_id = await db_async(create_outbound)(
+                    channel, target, parts, update_id=update_id, run_id=run_id
+                )
+                await send_outbound(row_id, adapter)
             return
         if status == RunStatus.COMPLETED:
             await draft.finish(text)

@@ -35,18 +35,23 @@ sent again with the platform's own idempotency where there is one
   time between the platform's answer and our commit of it (one UPDATE).
 
 The same holds within one delivery: a retry after a dropped connection asks first.
+
+A part may be an approval prompt (``{"approval": {approval_id, tool, summary}}``):
+sent with the platform's buttons, skipped once the call is decided, and without an
+idempotency key on any platform (the Telegram window above).
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError, ChannelAdapter, Target
+from channels_app.adapters.base import AdapterError, ApprovalPrompt, ChannelAdapter, Target
 from channels_app.models import Channel, OutboundReply, OutboundStatus
 from claw_platform.db import db_async
 
@@ -74,7 +79,7 @@ RETURNING id
 def create_outbound(
     channel: Channel,
     target: Target,
-    parts: list[str],
+    parts: list[str] | list[str | dict[str, Any]],
     *,
     draft_message_id: str = "",
     update_id: int | None = None,
@@ -171,6 +176,28 @@ async def _send_part(
     return await with_retries(attempt)
 
 
+def _still_pending(approval_id: str) -> bool:
+    from agents.models import ApprovalRequest, ApprovalStatus
+
+    return ApprovalRequest._base_manager.filter(pk=approval_id, status=ApprovalStatus.PENDING).exists()
+
+
+async def _send_approval(
+    row_id: int, adapter: ChannelAdapter, target: Target, approval: dict[str, str], *, cut_off: bool
+) -> str:
+    """An approval prompt (buttons where the platform has them): not sent once the
+    call is decided (a sweep may come late). No platform offers a key for it: one
+    cut off after the platform took it is sent again."""
+    from channels_app.delivery import with_retries
+
+    prompt = ApprovalPrompt(str(approval["approval_id"]), str(approval["tool"]), str(approval["summary"]))
+    if not await db_async(_still_pending)(prompt.approval_id):
+        return ""
+    if not cut_off:
+        await db_async(_mark_in_flight)(row_id)
+    return await with_retries(lambda: adapter.send_approval(target, prompt))
+
+
 async def send_outbound(row_id: int, adapter: ChannelAdapter | None = None) -> list[str]:
     """Send the parts of the reply not delivered yet; the platform's message ids.
     Raises the adapter's error (after recording it on the row)."""
@@ -185,7 +212,10 @@ async def send_outbound(row_id: int, adapter: ChannelAdapter | None = None) -> l
     try:
         for index in range(row.sent_parts, len(row.parts)):
             part = str(row.parts[index])
-            if index == 0 and row.draft_message_id:
+            approval = row.parts[index].get("approval") if isinstance(row.parts[index], dict) else None
+            if approval is not None:
+                message_id = await _send_approval(row_id, adapter, target, approval, cut_off=cut_off)
+            elif index == 0 and row.draft_message_id:
                 # An edit is the same however often it is made.
                 draft = row.draft_message_id
                 await with_retries(lambda part=part, draft=draft: adapter.edit_text(target, draft, part))  # type: ignore[misc]

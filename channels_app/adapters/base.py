@@ -65,6 +65,9 @@ class InboundMessage:
     approval: tuple[str, bool] | None = None
     callback_id: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # Why the sender is not proven (email: no aligned DKIM signature …); "" when it is
+    # or the platform vouches for it. An unproven sender never acts as a linked member.
+    unverified: str = ""
 
 
 @dataclass(frozen=True)
