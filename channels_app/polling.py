@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import connection
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError, InboundRequest
+from channels_app.adapters.base import AdapterError, InboundRequest, parsed_or_skipped
 from channels_app.adapters.discord.adapter import DiscordAdapter
 from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
 from channels_app.adapters.email import trust as sender_trust
@@ -96,7 +96,8 @@ def _store_batch(channel_id: int, updates: list[dict[str, Any]]) -> int:
     adapter = adapter_for(channel)
     assert isinstance(adapter, TelegramAdapter)
     with tenant_context(channel.tenant_id):
-        messages = [m for m in (adapter.parse_update(u) for u in updates) if m is not None]
+        parsed = (parsed_or_skipped(lambda u=u: adapter.parse_update(u), "telegram", None) for u in updates)  # type: ignore[misc]
+        messages = [m for m in parsed if m is not None]
         receive_messages(channel, messages)
     offset = max(int(u.get("update_id", 0)) for u in updates) + 1
     Channel.objects.unscoped().filter(pk=channel_id, poll_offset__lt=offset).update(poll_offset=offset)
@@ -116,7 +117,10 @@ def _store_mails(
     with tenant_context(channel.tenant_id):
         messages = [
             sender_trust.apply(m, verdicts[uid])
-            for uid, m in ((uid, adapter.parse_mail(uid, raw)) for uid, raw in mails)
+            for uid, m in (
+                (uid, parsed_or_skipped(lambda uid=uid, raw=raw: adapter.parse_mail(uid, raw), "email", None))  # type: ignore[misc]
+                for uid, raw in mails
+            )
             if m is not None
         ]
         receive_messages(channel, messages)
@@ -181,7 +185,7 @@ def _store_discord_message(channel_id: int, data: dict[str, Any]) -> None:
     channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
     adapter = adapter_for(channel)
     assert isinstance(adapter, DiscordAdapter)
-    message = adapter.parse_message(data)
+    message = parsed_or_skipped(lambda: adapter.parse_message(data), "discord", None)
     if message is not None:
         with tenant_context(channel.tenant_id):
             receive_messages(channel, [message])
@@ -193,7 +197,9 @@ def _store_slack_payload(channel_id: int, payload: dict[str, Any]) -> None:
     channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
     adapter = adapter_for(channel)
     with tenant_context(channel.tenant_id):
-        receive_messages(channel, adapter.parse(InboundRequest(b"", {}), payload))
+        receive_messages(
+            channel, parsed_or_skipped(lambda: adapter.parse(InboundRequest(b"", {}), payload), "slack", [])
+        )
 
 
 async def hold_slack_socket(channel_id: int, owner: str, stop: threading.Event) -> None:

@@ -10,15 +10,19 @@ yes, after ``retry_after``; a 4xx: no).
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 if TYPE_CHECKING:
     from channels_app.models import Channel
+
+logger = logging.getLogger("claw.channels")
+T = TypeVar("T")
 
 MAX_REPLY_CHARS = 20_000  # the cap on a whole reply, whatever the platform (CH4)
 TRUNCATED = "\n[… reply cut at 20,000 characters]"
@@ -229,6 +233,23 @@ class ChannelAdapter:
 
     def error_from_transport(self, exc: httpx.HTTPError, what: str) -> AdapterError:
         return self.error_type(f"{self.kind} {what}: {type(exc).__name__}", retryable=True)
+
+
+# What a payload of the wrong shape raises in a parser (a string where an object
+# belongs, a missing key, a list for a number …).
+MALFORMED = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+
+
+def parsed_or_skipped(parse: Callable[[], T], what: str, default: T) -> T:
+    """``parse()``; ``default`` (logged) when the update is not in the platform's
+    format: skipped, never a crash of the poller that holds the channel."""
+    try:
+        return parse()
+    except MALFORMED as exc:
+        logger.warning(
+            "%s: an update not in the platform's format was skipped (%s)", what, type(exc).__name__
+        )
+        return default
 
 
 def approval_text(prompt: ApprovalPrompt) -> str:

@@ -186,3 +186,43 @@ def test_a_routine_run_says_postponed_not_failed_when_the_sweep_will_send_it(liv
     fake_slack.fail("chat.postMessage", 200)  # channel_not_found: no retry helps
     assert to_channel(run) == "channel: failed: slack chat.postMessage: channel_not_found"
     assert OutboundReply.objects.unscoped().filter(channel=channel, status=OutboundStatus.FAILED).count() == 1
+
+
+def test_an_approval_prompt_in_an_outage_waits_for_the_sweep_and_a_decided_one_is_not_sent(
+    live_agent, fake_telegram
+):
+    from django.db import transaction
+
+    from agents.actions.conversation import do_create_session
+    from agents.actions.runs import do_send_message
+    from agents.models import ApprovalRequest, ApprovalStatus, Run, RunStatus
+
+    channel = make_channel(live_agent, "telegram", bot_token="123:telegram-token", signing_secret="s")
+    session = do_create_session(live_agent.agent, user=live_agent.member, title="approvals")
+    with transaction.atomic():
+        run = do_send_message(session, "list the files", acting_user=live_agent.member)
+        assert run is not None
+        Run.objects.unscoped().filter(pk=run.pk).update(status=RunStatus.AWAITING_APPROVAL)
+    approval = ApprovalRequest.objects.unscoped().create(
+        tenant=live_agent.tenant, run=run, call_id="call_ls", tool_name="bash", arguments={"command": "ls"}
+    )
+    part = {"approval": {"approval_id": str(approval.pk), "tool": "bash", "summary": '{"command": "ls"}'}}
+
+    fake_telegram.fail("sendMessage", 503, times=4, retry_after=0)
+    row_id = outbox.create_outbound(channel, Target("42"), [part], run_id=run.pk)
+    with pytest.raises(AdapterError):
+        asyncio.run(outbox.send_outbound(row_id))
+    OutboundReply.objects.unscoped().filter(pk=row_id).update(next_attempt_at=timezone.now())
+    assert asyncio.run(outbox.sweep_undelivered()) == 1
+    [prompt] = fake_telegram.messages()
+    assert prompt["text"].startswith("Approval needed: bash")
+    buttons = prompt["reply_markup"]["inline_keyboard"][0]
+    assert [b["text"] for b in buttons] == ["Approve", "Deny"]
+
+    # A prompt the sweep reaches after the call was decided is not sent.
+    late = outbox.create_outbound(channel, Target("42"), [part], run_id=run.pk)
+    ApprovalRequest.objects.unscoped().filter(pk=approval.pk).update(status=ApprovalStatus.APPROVED)
+    OutboundReply.objects.unscoped().filter(pk=late).update(claimed_until=None)
+    assert asyncio.run(outbox.sweep_undelivered()) == 1
+    assert len(fake_telegram.messages()) == 1
+    assert OutboundReply.objects.unscoped().get(pk=late).status == OutboundStatus.SENT
