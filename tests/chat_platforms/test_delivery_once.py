@@ -226,3 +226,26 @@ def test_an_approval_prompt_in_an_outage_waits_for_the_sweep_and_a_decided_one_i
     assert asyncio.run(outbox.sweep_undelivered()) == 1
     assert len(fake_telegram.messages()) == 1
     assert OutboundReply.objects.unscoped().get(pk=late).status == OutboundStatus.SENT
+
+
+def test_whatsapp_a_refused_send_is_reported_once_and_a_busy_one_kept(live_agent, fake_whatsapp):
+    from channels_app.delivery import deliver_text
+
+    channel = make_channel(
+        live_agent, "whatsapp", bot_token="wa-token", signing_secret="wa-app-secret", account_id="1555000"
+    )
+    fake_whatsapp.fail("messages", 400)  # e.g. a recipient outside the 24-hour window
+    with pytest.raises(AdapterError) as refused:
+        asyncio.run(deliver_text(channel.pk, Target("4915550001"), "not deliverable"))
+    assert refused.value.retryable is False
+    assert refused.value.sweep_retries is False  # type: ignore[attr-defined]
+    assert len(fake_whatsapp.calls_of("!messages")) == 1  # not retried
+    assert OutboundReply.objects.unscoped().get(channel=channel).status == OutboundStatus.FAILED
+
+    fake_whatsapp.fail("messages", 500, times=4, retry_after=0)
+    with pytest.raises(AdapterError):
+        asyncio.run(deliver_text(channel.pk, Target("4915550001"), "later"))
+    kept = OutboundReply.objects.unscoped().get(channel=channel, status=OutboundStatus.PENDING)
+    OutboundReply.objects.unscoped().filter(pk=kept.pk).update(next_attempt_at=timezone.now())
+    assert asyncio.run(outbox.sweep_undelivered()) == 1
+    assert [b["text"]["body"] for b in fake_whatsapp.calls_of("messages")] == ["later"]
