@@ -249,3 +249,20 @@ def test_whatsapp_a_refused_send_is_reported_once_and_a_busy_one_kept(live_agent
     OutboundReply.objects.unscoped().filter(pk=kept.pk).update(next_attempt_at=timezone.now())
     assert asyncio.run(outbox.sweep_undelivered()) == 1
     assert [b["text"]["body"] for b in fake_whatsapp.calls_of("messages")] == ["later"]
+
+
+def test_the_generic_webhook_repeats_a_part_with_the_same_message_id(live_agent, fake_callback, monkeypatch):
+    channel = make_channel(
+        live_agent, "webhook_channel", signing_secret="s", callback_url=fake_callback.hook_url
+    )
+    row_id = outbox.create_outbound(channel, Target("ext-7"), ["first part", "second part"])
+    send_then_crash(monkeypatch, row_id)
+    posted = fake_callback.calls_of("message")
+    assert [p["text"] for p in posted] == ["first part", "first part", "second part"]
+    assert (
+        posted[0]["message_id"]
+        == posted[1]["message_id"]
+        == f"claw-r{row_id}-p0-{channel.public_id.hex[:12]}"
+    )
+    # A receiver that de-duplicates by message_id shows each part once.
+    assert len({p["message_id"] for p in posted}) == 2
