@@ -37,8 +37,8 @@ sent again with the platform's own idempotency where there is one
 The same holds within one delivery: a retry after a dropped connection asks first.
 
 A part may be an approval prompt (``{"approval": {approval_id, tool, summary}}``):
-sent with the platform's buttons, skipped once the call is decided, and without an
-idempotency key on any platform (the Telegram window above).
+sent with the platform's buttons and keyed like a text part, skipped once the call
+is decided.
 """
 
 from __future__ import annotations
@@ -183,11 +183,17 @@ def _still_pending(approval_id: str) -> bool:
 
 
 async def _send_approval(
-    row_id: int, adapter: ChannelAdapter, target: Target, approval: dict[str, str], *, cut_off: bool
+    row_id: int,
+    adapter: ChannelAdapter,
+    target: Target,
+    approval: dict[str, str],
+    key: str,
+    *,
+    since: float,
+    cut_off: bool,
 ) -> str:
-    """An approval prompt (buttons where the platform has them): not sent once the
-    call is decided (a sweep may come late). No platform offers a key for it: one
-    cut off after the platform took it is sent again."""
+    """An approval prompt (buttons where the platform has them), keyed like a part:
+    not sent once the call is decided (a sweep may come late)."""
     from channels_app.delivery import with_retries
 
     prompt = ApprovalPrompt(str(approval["approval_id"]), str(approval["tool"]), str(approval["summary"]))
@@ -195,7 +201,18 @@ async def _send_approval(
         return ""
     if not cut_off:
         await db_async(_mark_in_flight)(row_id)
-    return await with_retries(lambda: adapter.send_approval(target, prompt))
+    tries = 0
+
+    async def attempt() -> str:
+        nonlocal tries
+        tries += 1
+        if cut_off or tries > 1:
+            found = await adapter.find_sent(target, key, since)
+            if found:
+                return found
+        return await adapter.send_approval(target, prompt, key)
+
+    return await with_retries(attempt)
 
 
 async def send_outbound(row_id: int, adapter: ChannelAdapter | None = None) -> list[str]:
@@ -214,7 +231,9 @@ async def send_outbound(row_id: int, adapter: ChannelAdapter | None = None) -> l
             part = str(row.parts[index])
             approval = row.parts[index].get("approval") if isinstance(row.parts[index], dict) else None
             if approval is not None:
-                message_id = await _send_approval(row_id, adapter, target, approval, cut_off=cut_off)
+                message_id = await _send_approval(
+                    row_id, adapter, target, approval, part_key(row_id, index), since=since, cut_off=cut_off
+                )
             elif index == 0 and row.draft_message_id:
                 # An edit is the same however often it is made.
                 draft = row.draft_message_id

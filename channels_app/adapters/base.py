@@ -206,9 +206,11 @@ class ChannelAdapter:
     async def send_attachment(self, target: Target, name: str, content: bytes, caption: str = "") -> str:
         raise self.error_type(f"{self.kind} cannot send attachments", retryable=False)
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
         """Ask for an approval: buttons where the platform has them, else text that
-        says how to answer by reply."""
+        says how to answer by reply. ``key``: as for :meth:`send_keyed`."""
+        if key:
+            return await self.send_keyed(target, approval_text(prompt), key)
         return await self.send_text(target, approval_text(prompt))
 
     async def acknowledge_button(self, message: InboundMessage, text: str) -> None:

@@ -188,16 +188,14 @@ def test_a_routine_run_says_postponed_not_failed_when_the_sweep_will_send_it(liv
     assert OutboundReply.objects.unscoped().filter(channel=channel, status=OutboundStatus.FAILED).count() == 1
 
 
-def test_an_approval_prompt_in_an_outage_waits_for_the_sweep_and_a_decided_one_is_not_sent(
-    live_agent, fake_telegram
-):
+def pending_approval(live_agent: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """A run waiting for an approval; the approval and its outbound part."""
     from django.db import transaction
 
     from agents.actions.conversation import do_create_session
     from agents.actions.runs import do_send_message
-    from agents.models import ApprovalRequest, ApprovalStatus, Run, RunStatus
+    from agents.models import ApprovalRequest, Run, RunStatus
 
-    channel = make_channel(live_agent, "telegram", bot_token="123:telegram-token", signing_secret="s")
     session = do_create_session(live_agent.agent, user=live_agent.member, title="approvals")
     with transaction.atomic():
         run = do_send_message(session, "list the files", acting_user=live_agent.member)
@@ -207,7 +205,16 @@ def test_an_approval_prompt_in_an_outage_waits_for_the_sweep_and_a_decided_one_i
         tenant=live_agent.tenant, run=run, call_id="call_ls", tool_name="bash", arguments={"command": "ls"}
     )
     part = {"approval": {"approval_id": str(approval.pk), "tool": "bash", "summary": '{"command": "ls"}'}}
+    return run, approval, part
 
+
+def test_an_approval_prompt_in_an_outage_waits_for_the_sweep_and_a_decided_one_is_not_sent(
+    live_agent, fake_telegram
+):
+    from agents.models import ApprovalRequest, ApprovalStatus
+
+    channel = make_channel(live_agent, "telegram", bot_token="123:telegram-token", signing_secret="s")
+    run, approval, part = pending_approval(live_agent)
     fake_telegram.fail("sendMessage", 503, times=4, retry_after=0)
     row_id = outbox.create_outbound(channel, Target("42"), [part], run_id=run.pk)
     with pytest.raises(AdapterError):
@@ -266,3 +273,15 @@ def test_the_generic_webhook_repeats_a_part_with_the_same_message_id(live_agent,
     )
     # A receiver that de-duplicates by message_id shows each part once.
     assert len({p["message_id"] for p in posted}) == 2
+
+
+def test_a_discord_approval_prompt_cut_off_mid_send_is_not_repeated(
+    live_agent, discord, fake_discord, monkeypatch
+):
+    run, _approval, part = pending_approval(live_agent)
+    row_id = outbox.create_outbound(discord, Target("555"), [part, "and a note"], run_id=run.pk)
+    send_then_crash(monkeypatch, row_id)
+    shown = fake_discord.messages()
+    assert [m["content"][:22] for m in shown] == ["Approval needed: bash\n", "and a note"]
+    assert shown[0]["components"][0]["components"][0]["label"] == "Approve"
+    assert len(fake_discord.calls_of("nonce_hit")) == 1

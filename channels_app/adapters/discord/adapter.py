@@ -262,7 +262,7 @@ class DiscordAdapter(ChannelAdapter):
     async def send_typing(self, target: Target) -> None:
         await self.call("POST", f"{self._channel_path(target)}/typing")
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
         buttons = [
             {
                 "type": BUTTON,
@@ -282,6 +282,8 @@ class DiscordAdapter(ChannelAdapter):
             "components": [{"type": ACTION_ROW, "components": buttons}],
             **NO_PINGS,
         }
+        if key:
+            body |= {"nonce": key[:25], "enforce_nonce": True}
         data = await self.call("POST", f"{self._channel_path(target)}/messages", body)
         return str((data or {}).get("id", ""))
 

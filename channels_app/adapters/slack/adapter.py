@@ -229,7 +229,7 @@ class SlackAdapter(ChannelAdapter):
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         await self.call("chat.update", {"channel": target.chat_id, "ts": message_id, "text": text})
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
         text = approval_text(prompt)
         blocks = [
             {"type": "section", "text": {"type": "plain_text", "text": text[:2900]}},
@@ -253,5 +253,8 @@ class SlackAdapter(ChannelAdapter):
                 ],
             },
         ]
-        data = await self.call("chat.postMessage", {**self._target(target), "text": text, "blocks": blocks})
+        body: dict[str, Any] = {**self._target(target), "text": text, "blocks": blocks}
+        if key:
+            body["metadata"] = {"event_type": PART_EVENT, "event_payload": {"key": key}}
+        data = await self.call("chat.postMessage", body)
         return str(data.get("ts", ""))

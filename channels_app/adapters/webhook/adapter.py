@@ -146,8 +146,8 @@ class WebhookAdapter(ChannelAdapter):
             }
         )
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
-        message_id = uuid.uuid4().hex
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
+        message_id = f"{key}-{self.channel.public_id.hex[:12]}" if key else uuid.uuid4().hex
         await self.post(
             {
                 "type": "approval",
