@@ -1,5 +1,6 @@
 """DKIM for the email tests: an RSA key per signing domain (selector ``s1``), mail
-signed with dkimpy as a sender's mail server does, and a fake DNS answering the
+signed with dkimpy as a sender's mail server does (a mail marked with
+``X-Test-Dkim-Domain`` is signed when the fake mail server receives it), and a fake DNS answering the
 ``s1._domainkey.<domain>`` TXT records (``v=DKIM1; k=rsa; p=…``) that
 ``channels_app.adapters.email.trust.dns_lookup`` is pointed at."""
 
@@ -16,6 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 SELECTOR = b"s1"
+SIGN_HEADER = "X-Test-Dkim-Domain"
 
 
 class FakeDkim:
@@ -49,6 +51,16 @@ class FakeDkim:
         signed = BytesParser(policy=policy.default).parsebytes(signature + raw)
         assert isinstance(signed, EmailMessage)
         return signed
+
+    def seal(self, message: EmailMessage) -> EmailMessage:
+        """``message`` signed by the domain its ``X-Test-Dkim-Domain`` names (the
+        marker removed), as the sender's server does when the mail leaves it: a test
+        may still add attachments after writing the mail. Unmarked: unchanged."""
+        domain = message.get(SIGN_HEADER)
+        if not domain:
+            return message
+        del message[SIGN_HEADER]
+        return self.sign(message, str(domain))
 
     def lookup(self, name: bytes, timeout: int = 5) -> bytes | None:
         """dkimpy's ``dnsfunc``: the TXT record of ``name``."""

@@ -122,7 +122,11 @@ class FakeMailServer:
     # IMAP ------------------------------------------------------------------
 
     def deliver(self, message: EmailMessage, *, to: str | None = None) -> int:
-        """Put ``message`` into the INBOX of ``to`` (the channel's mailbox); its UID."""
+        """Put ``message`` into the INBOX of ``to`` (the channel's mailbox); its UID.
+        A mail marked for DKIM (``tests.fakes.dkim_dns``) is signed first."""
+        from tests.fakes.dkim_dns import FAKE_DKIM
+
+        message = FAKE_DKIM.seal(message)
         assert self._imap is not None
         imap = self._imap
         future = asyncio.run_coroutine_threadsafe(
