@@ -13,13 +13,15 @@ backoff (``Retry-After`` honoured) up to ``SEND_ATTEMPTS`` times; one that is no
 logged and recorded on the update, never crashing the loop that delivers.
 
 :func:`deliver_to_channel` sends a text to a channel's chat from anywhere (routines,
-C6). :func:`start_delivery` runs a delivery on this process's background loop.
+C6). Every text goes out as an outbound reply (``channels_app.outbox``): a platform
+outage postpones it to a worker's sweep instead of losing it. :func:`start_delivery` runs a delivery on this process's background loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -177,8 +179,16 @@ async def deliver_run(
         if status == RunStatus.AWAITING_APPROVAL:
             if draft.text.strip():
                 await draft.finish(draft.text)
-            for prompt in await db_async(_pending_approvals)(run_id):
-                await with_retries(lambda prompt=prompt: adapter.send_approval(target, prompt))  # type: ignore[misc]
+            prompts = await db_async(_pending_approvals)(run_id)
+            if prompts:
+                # Kept as an outbound reply too: a platform outage leaves them to the sweep.
+                from channels_app.outbox import create_outbound, send_outbound
+
+                parts = [{"approval": dataclasses.asdict(p)} for p in prompts]
+                row_id = await db_async(create_outbound)(
+                    channel, target, parts, update_id=update_id, run_id=run_id
+                )
+                await send_outbound(row_id, adapter)
             return
         if status == RunStatus.COMPLETED:
             await draft.finish(text)
@@ -200,16 +210,23 @@ async def deliver_run(
 async def deliver_text(
     channel_id: int, target: Target, text: str, *, update_id: int | None = None
 ) -> list[str]:
+    """Send ``text`` (a notice, a command's answer, a routine's output), split to the
+    platform's limits, as an outbound reply (``channels_app.outbox``): the platform's
+    message ids. When the platform stays busy the adapter's error is raised with
+    ``sweep_retries`` set and a worker's sweep sends the rest later; an error no
+    retry can help is raised as is (the reply is marked failed)."""
+    from channels_app.outbox import create_outbound, send_outbound
+
     channel = await db_async(_load_channel)(channel_id)
     adapter = adapter_for(channel)
+    parts = split_message(text, adapter.max_message_chars)
+    row_id = await db_async(create_outbound)(channel, target, parts, update_id=update_id)
     try:
-        return [
-            await with_retries(lambda part=part: adapter.send_text(target, part))  # type: ignore[misc]
-            for part in split_message(text, adapter.max_message_chars)
-        ]
+        return await send_outbound(row_id, adapter)
     except AdapterError as exc:
-        logger.warning("sending to %s failed: %s", channel.kind, exc)
-        await db_async(_note_failure)(update_id, f"delivery failed: {exc}")
+        later = getattr(exc, "sweep_retries", False)
+        logger.warning("sending to %s %s: %s", channel.kind, "postponed" if later else "failed", exc)
+        await db_async(_note_failure)(update_id, f"delivery {'postponed' if later else 'failed'}: {exc}")
         raise
 
 
@@ -243,7 +260,8 @@ def start_delivery(coro: Awaitable[Any]) -> None:
 def deliver_to_channel(channel: Channel | int, target: str | Target, text: str) -> list[str]:
     """Send ``text`` to ``target`` (a chat id, or a :class:`Target`) on ``channel``,
     split to the platform's limits; waits, returns the platform's message ids and
-    raises the adapter's error when it could not (C6: routine output)."""
+    raises the adapter's error when it could not (C6: routine output). An error with
+    ``sweep_retries`` set means the text is kept and a worker's sweep sends it later."""
     channel_id = channel if isinstance(channel, int) else channel.pk
     where = target if isinstance(target, Target) else Target(str(target))
     future = submit(deliver_text(channel_id, where, text))

@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import InboundRequest, VerificationFailed
+from channels_app.adapters.base import MALFORMED, InboundRequest, VerificationFailed
 from channels_app.models import Channel
 from channels_app.receive import receive_messages
 from claw_platform.api.errors import error_body
@@ -79,6 +79,9 @@ def inbound_view(request: HttpRequest, public_id: Any) -> HttpResponse:
             return _error(400, "invalid", exc.message)
         except ValueError as exc:
             return _error(400, "invalid", str(exc))
+        except MALFORMED as exc:  # signed, but not in the platform's format
+            logger.info("%s channel %s: malformed update (%s)", channel.kind, channel.pk, type(exc).__name__)
+            return _error(400, "invalid", f"The update is not in {channel.kind}'s format.")
         receive_messages(channel, messages)
         answer = adapter.acknowledgement(payload)
     if answer is not None:

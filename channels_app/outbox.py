@@ -11,20 +11,47 @@ with a lease so no two workers send it, and sends the parts not yet delivered. A
 process that died mid-delivery leaves its row to the sweep once the claim lapses. An
 error no retry can help (a 4xx) marks it failed; so do ``MAX_ATTEMPTS`` rounds.
 
-At most once per part except in one window: a platform that accepted a part just
-before the process died, before the row was advanced, gets that part again.
+No part twice after a crash: before a part goes out the row is marked in flight
+(``in_flight_since``, committed), after it the platform's message id is recorded and
+the mark cleared, in one commit. A row found in flight was cut off between the two
+(the process died, the connection dropped after the platform took the part); it is
+sent again with the platform's own idempotency where there is one
+(:meth:`ChannelAdapter.send_keyed` / :meth:`~ChannelAdapter.find_sent`, keyed by
+:func:`part_key`):
+
+- Discord: ``nonce`` with ``enforce_nonce``: Discord answers the message it already
+  made instead of a second one (it remembers a nonce for a few minutes: a sweep
+  after a longer outage can still repeat the part);
+- Slack: ``chat.postMessage`` has no idempotency key; each part carries message
+  metadata with its key, and ``conversations.history`` (``conversations.replies`` in
+  a thread) is asked for it before sending again (a bot without the history scope
+  cannot look: then the part is sent again);
+- email: the part's Message-ID is the same on every try, so a repeat is one message
+  to the recipient's client (which threads and de-duplicates by it);
+- the generic webhook: the same ``message_id`` on every try (the receiver
+  de-duplicates by it);
+- Telegram and WhatsApp have nothing: a part the platform accepted just before the
+  cut-off is sent once more (at most one duplicate per crash). The window is the
+  time between the platform's answer and our commit of it (one UPDATE).
+
+The same holds within one delivery: a retry after a dropped connection asks first.
+
+A part may be an approval prompt (``{"approval": {approval_id, tool, summary}}``):
+sent with the platform's buttons and keyed like a text part, skipped once the call
+is decided.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.utils import timezone
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError, ChannelAdapter, Target
+from channels_app.adapters.base import AdapterError, ApprovalPrompt, ChannelAdapter, Target
 from channels_app.models import Channel, OutboundReply, OutboundStatus
 from claw_platform.db import db_async
 
@@ -52,7 +79,7 @@ RETURNING id
 def create_outbound(
     channel: Channel,
     target: Target,
-    parts: list[str],
+    parts: list[str] | list[str | dict[str, Any]],
     *,
     draft_message_id: str = "",
     update_id: int | None = None,
@@ -88,12 +115,23 @@ def _load(row_id: int) -> OutboundReply:
     return OutboundReply.objects.unscoped().select_related("channel", "channel__agent").get(pk=row_id)
 
 
+def part_key(row_id: int, index: int) -> str:
+    """The key of a reply's part, the same on every try (at most 25 characters:
+    Discord's nonce)."""
+    return f"claw-r{row_id}-p{index}"
+
+
+def _mark_in_flight(row_id: int) -> None:
+    OutboundReply.objects.unscoped().filter(pk=row_id).update(in_flight_since=timezone.now())
+
+
 def _advance(row_id: int, index: int, message_id: str) -> None:
     with transaction.atomic():
         row = OutboundReply.objects.unscoped().select_for_update().get(pk=row_id)
         row.sent_parts = index + 1
         row.message_ids = [*row.message_ids, message_id]
-        fields = ["sent_parts", "message_ids"]
+        row.in_flight_since = None
+        fields = ["sent_parts", "message_ids", "in_flight_since"]
         if row.sent_parts >= len(row.parts):
             row.status, row.sent_at, row.claimed_until = OutboundStatus.SENT, timezone.now(), None
             fields += ["status", "sent_at", "claimed_until"]
@@ -115,6 +153,68 @@ def _postpone(row_id: int, error: str, retryable: bool) -> bool:
     return again
 
 
+async def _send_part(
+    adapter: ChannelAdapter, target: Target, text: str, key: str, *, since: float, cut_off: bool
+) -> str:
+    """One part, sent once: when an earlier try may have reached the platform (the
+    row was found in flight, or this delivery's previous try failed), the platform is
+    asked first whether it holds the part already."""
+    from channels_app.delivery import with_retries
+
+    tries = 0
+
+    async def attempt() -> str:
+        nonlocal tries
+        tries += 1
+        if cut_off or tries > 1:
+            found = await adapter.find_sent(target, key, since)
+            if found:
+                logger.info("part %s was delivered before the cut-off: not sent again", key)
+                return found
+        return await adapter.send_keyed(target, text, key)
+
+    return await with_retries(attempt)
+
+
+def _still_pending(approval_id: str) -> bool:
+    from agents.models import ApprovalRequest, ApprovalStatus
+
+    return ApprovalRequest._base_manager.filter(pk=approval_id, status=ApprovalStatus.PENDING).exists()
+
+
+async def _send_approval(
+    row_id: int,
+    adapter: ChannelAdapter,
+    target: Target,
+    approval: dict[str, str],
+    key: str,
+    *,
+    since: float,
+    cut_off: bool,
+) -> str:
+    """An approval prompt (buttons where the platform has them), keyed like a part:
+    not sent once the call is decided (a sweep may come late)."""
+    from channels_app.delivery import with_retries
+
+    prompt = ApprovalPrompt(str(approval["approval_id"]), str(approval["tool"]), str(approval["summary"]))
+    if not await db_async(_still_pending)(prompt.approval_id):
+        return ""
+    if not cut_off:
+        await db_async(_mark_in_flight)(row_id)
+    tries = 0
+
+    async def attempt() -> str:
+        nonlocal tries
+        tries += 1
+        if cut_off or tries > 1:
+            found = await adapter.find_sent(target, key, since)
+            if found:
+                return found
+        return await adapter.send_approval(target, prompt, key)
+
+    return await with_retries(attempt)
+
+
 async def send_outbound(row_id: int, adapter: ChannelAdapter | None = None) -> list[str]:
     """Send the parts of the reply not delivered yet; the platform's message ids.
     Raises the adapter's error (after recording it on the row)."""
@@ -124,15 +224,28 @@ async def send_outbound(row_id: int, adapter: ChannelAdapter | None = None) -> l
     adapter = adapter or adapter_for(row.channel)
     target = Target(row.chat_id, row.thread_id)
     ids = list(row.message_ids)
+    cut_off = row.in_flight_since is not None
+    since = row.created_at.timestamp() - 60  # the platform's clock may differ a little
     try:
         for index in range(row.sent_parts, len(row.parts)):
             part = str(row.parts[index])
-            if index == 0 and row.draft_message_id:
+            approval = row.parts[index].get("approval") if isinstance(row.parts[index], dict) else None
+            if approval is not None:
+                message_id = await _send_approval(
+                    row_id, adapter, target, approval, part_key(row_id, index), since=since, cut_off=cut_off
+                )
+            elif index == 0 and row.draft_message_id:
+                # An edit is the same however often it is made.
                 draft = row.draft_message_id
                 await with_retries(lambda part=part, draft=draft: adapter.edit_text(target, draft, part))  # type: ignore[misc]
                 message_id = draft
             else:
-                message_id = await with_retries(lambda part=part: adapter.send_text(target, part))  # type: ignore[misc]
+                if not cut_off:
+                    await db_async(_mark_in_flight)(row_id)
+                message_id = await _send_part(
+                    adapter, target, part, part_key(row_id, index), since=since, cut_off=cut_off
+                )
+            cut_off = False
             await db_async(_advance)(row_id, index, message_id)
             ids.append(message_id)
     except AdapterError as exc:

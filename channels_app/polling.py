@@ -31,10 +31,12 @@ from django.conf import settings
 from django.db import connection
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError, InboundRequest
+from channels_app.adapters.base import AdapterError, InboundRequest, parsed_or_skipped
 from channels_app.adapters.discord.adapter import DiscordAdapter
 from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
+from channels_app.adapters.email import trust as sender_trust
 from channels_app.adapters.email.adapter import EmailAdapter
+from channels_app.adapters.email.trust import Verdict
 from channels_app.adapters.telegram.adapter import TelegramAdapter
 from channels_app.models import Channel, ReceiveMode
 from claw_platform.background_loop import submit
@@ -94,25 +96,46 @@ def _store_batch(channel_id: int, updates: list[dict[str, Any]]) -> int:
     adapter = adapter_for(channel)
     assert isinstance(adapter, TelegramAdapter)
     with tenant_context(channel.tenant_id):
-        messages = [m for m in (adapter.parse_update(u) for u in updates) if m is not None]
+        parsed = (parsed_or_skipped(lambda u=u: adapter.parse_update(u), "telegram", None) for u in updates)  # type: ignore[misc]
+        messages = [m for m in parsed if m is not None]
         receive_messages(channel, messages)
     offset = max(int(u.get("update_id", 0)) for u in updates) + 1
     Channel.objects.unscoped().filter(pk=channel_id, poll_offset__lt=offset).update(poll_offset=offset)
     return offset
 
 
-def _store_mails(channel_id: int, mails: list[tuple[int, bytes]]) -> None:
-    """Store and dispatch fetched mail; then the highest UID is the new offset."""
+def _store_mails(
+    channel_id: int, mails: list[tuple[int, bytes]], verdicts: dict[int, Verdict], uidvalidity: int
+) -> None:
+    """Store and dispatch fetched mail (each sender proven or not by ``verdicts``);
+    then the highest UID is the new offset (with the UIDVALIDITY it belongs to)."""
     from channels_app.receive import receive_messages
 
     channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
     adapter = adapter_for(channel)
     assert isinstance(adapter, EmailAdapter)
     with tenant_context(channel.tenant_id):
-        messages = [m for m in (adapter.parse_mail(uid, raw) for uid, raw in mails) if m is not None]
+        messages = [
+            sender_trust.apply(m, verdicts[uid])
+            for uid, m in (
+                (uid, parsed_or_skipped(lambda uid=uid, raw=raw: adapter.parse_mail(uid, raw), "email", None))  # type: ignore[misc]
+                for uid, raw in mails
+            )
+            if m is not None
+        ]
         receive_messages(channel, messages)
-    offset = max(uid for uid, _raw in mails)
-    Channel.objects.unscoped().filter(pk=channel_id, poll_offset__lt=offset).update(poll_offset=offset)
+    _advance_mailbox(channel, max(uid for uid, _raw in mails), uidvalidity)
+
+
+def _advance_mailbox(channel: Channel, offset: int, uidvalidity: int) -> None:
+    rows = Channel.objects.unscoped().filter(pk=channel.pk)
+    if uidvalidity and uidvalidity != channel.poll_uidvalidity:
+        # Renumbered: the new offset may be below the old one.
+        rows.filter(poll_uidvalidity=channel.poll_uidvalidity).update(
+            poll_offset=offset, poll_uidvalidity=uidvalidity
+        )
+    else:
+        rows.filter(poll_offset__lt=offset).update(poll_offset=offset)
 
 
 async def poll_mailbox_once(channel_id: int, owner: str) -> bool:
@@ -123,9 +146,16 @@ async def poll_mailbox_once(channel_id: int, owner: str) -> bool:
     adapter = adapter_for(channel)
     if not isinstance(adapter, EmailAdapter):
         return False
-    mails = await adapter.fetch_new(channel.poll_offset)
+    mails = await adapter.fetch_new(channel.poll_offset, channel.poll_uidvalidity)
     if mails:
-        await db_async(_store_mails)(channel_id, mails)
+        # DKIM's key lookups block: off the loop.
+        verdicts = {uid: await asyncio.to_thread(sender_trust.check, raw) for uid, raw in mails}
+        await db_async(_store_mails)(channel_id, mails, verdicts, adapter.uidvalidity)
+    elif adapter.uidvalidity and adapter.uidvalidity != channel.poll_uidvalidity:
+        # The first UIDVALIDITY seen keeps the offset; a new one with an empty mailbox starts at 0.
+        await db_async(_advance_mailbox)(
+            channel, channel.poll_offset if not channel.poll_uidvalidity else 0, adapter.uidvalidity
+        )
     return True
 
 
@@ -155,7 +185,7 @@ def _store_discord_message(channel_id: int, data: dict[str, Any]) -> None:
     channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
     adapter = adapter_for(channel)
     assert isinstance(adapter, DiscordAdapter)
-    message = adapter.parse_message(data)
+    message = parsed_or_skipped(lambda: adapter.parse_message(data), "discord", None)
     if message is not None:
         with tenant_context(channel.tenant_id):
             receive_messages(channel, [message])
@@ -167,7 +197,9 @@ def _store_slack_payload(channel_id: int, payload: dict[str, Any]) -> None:
     channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
     adapter = adapter_for(channel)
     with tenant_context(channel.tenant_id):
-        receive_messages(channel, adapter.parse(InboundRequest(b"", {}), payload))
+        receive_messages(
+            channel, parsed_or_skipped(lambda: adapter.parse(InboundRequest(b"", {}), payload), "slack", [])
+        )
 
 
 async def hold_slack_socket(channel_id: int, owner: str, stop: threading.Event) -> None:

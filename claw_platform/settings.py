@@ -295,6 +295,10 @@ CLAW_DISCORD_API_URL = config.env_str("CLAW_DISCORD_API_URL", "https://discord.c
 # allows it (local test servers); how often a mailbox is polled, in seconds.
 CLAW_EMAIL_ALLOW_PLAINTEXT = config.env_bool("CLAW_EMAIL_ALLOW_PLAINTEXT", False)
 CLAW_EMAIL_POLL_SECONDS = config.env_int("CLAW_EMAIL_POLL_SECONDS", 30, minimum=1)
+# The authserv-id of the operator's own mail server: its Authentication-Results with
+# dmarc=pass prove a sender (it must strip any that arrive with its id). Empty: only
+# DKIM, verified here, proves one.
+CLAW_EMAIL_TRUSTED_AUTHSERV_ID = config.env_str("CLAW_EMAIL_TRUSTED_AUTHSERV_ID", "")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "claw_platform.api.auth.ApiKeyAuthentication",

@@ -69,6 +69,8 @@ def to_channel(row: RoutineRun) -> str:
     try:
         deliver_to_channel(channel, routine.deliver_target, text_of(row))
     except AdapterError as exc:
+        if getattr(exc, "sweep_retries", False):  # kept: a worker's sweep sends it later
+            return f"channel: postponed: {str(exc)[:200]}"
         return f"channel: failed: {str(exc)[:200]}"
     except Exception as exc:  # a timeout, a dropped connection: recorded, never raised
         return f"channel: failed: {type(exc).__name__}"

@@ -4,7 +4,9 @@ Order: the update is written (unique per channel and platform id: a platform's r
 is a duplicate and starts nothing) and committed before the platform is answered;
 then, in its own transaction, it is dispatched:
 
-- who: a sender linked to a member acts as that member; an unlinked sender is
+- who: a sender linked to a member acts as that member (a sender the platform
+  does not prove, such as mail without an aligned DKIM signature, never does: it
+  is refused or unlinked per the channel); an unlinked sender is
   refused unless the channel is open to everyone, then acts as the channel's guest
   identity (a per-channel service account, a plain member of the tenant: the member
   rule, memory and budgets treat it like any member);
@@ -169,9 +171,18 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
     target = Target(message.chat_id, message.thread_id)
     with transaction.atomic():
         linking = LINK_COMMAND.match(message.text.strip())
-        if linking is not None and message.approval is None:
+        if message.unverified:
+            # A forgeable sender: refused, or an unlinked sender (never the member). No
+            # notice unless it is answered: the From may be someone else's.
+            if channel.unverified_mail == "refuse" or linking is not None:
+                _finish(update, InboundStatus.REFUSED, f"sender not proven: {message.unverified}")
+                return Dispatched(update, target)
+        elif linking is not None and message.approval is None:
             return _link_sender(channel, update, message, target, linking.group(1))
         user = sender_identity(channel, message.sender_id)
+        if user is None and message.unverified:
+            _finish(update, InboundStatus.REFUSED, f"sender not proven: {message.unverified}")
+            return Dispatched(update, target)
         if user is None:
             _finish(update, InboundStatus.REFUSED, "sender not linked")
             notice = (

@@ -10,15 +10,19 @@ yes, after ``retry_after``; a 4xx: no).
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
 if TYPE_CHECKING:
     from channels_app.models import Channel
+
+logger = logging.getLogger("claw.channels")
+T = TypeVar("T")
 
 MAX_REPLY_CHARS = 20_000  # the cap on a whole reply, whatever the platform (CH4)
 TRUNCATED = "\n[… reply cut at 20,000 characters]"
@@ -65,6 +69,9 @@ class InboundMessage:
     approval: tuple[str, bool] | None = None
     callback_id: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+    # Why the sender is not proven (email: no aligned DKIM signature …); "" when it is
+    # or the platform vouches for it. An unproven sender never acts as a linked member.
+    unverified: str = ""
 
 
 @dataclass(frozen=True)
@@ -176,6 +183,20 @@ class ChannelAdapter:
         """Send one message of at most ``max_message_chars``; its platform id."""
         raise NotImplementedError
 
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        """Send one part of an outbound reply, carrying ``key`` (unique to that part,
+        the same on every try) where the platform lets a repeat be recognised:
+        Discord's ``nonce``, Slack's message metadata, the Message-ID of a mail, the
+        generic webhook's delivery id. Elsewhere (Telegram, WhatsApp) the same as
+        :meth:`send_text`."""
+        return await self.send_text(target, text)
+
+    async def find_sent(self, target: Target, key: str, since: float) -> str:
+        """The id of a message carrying ``key`` that the platform already holds (sent
+        after ``since``, a Unix time), "" when there is none or the platform cannot
+        tell. Asked before a part is sent again after a cut-off try."""
+        return ""
+
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         raise self.error_type(f"{self.kind} cannot edit messages", retryable=False)
 
@@ -185,9 +206,11 @@ class ChannelAdapter:
     async def send_attachment(self, target: Target, name: str, content: bytes, caption: str = "") -> str:
         raise self.error_type(f"{self.kind} cannot send attachments", retryable=False)
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
         """Ask for an approval: buttons where the platform has them, else text that
-        says how to answer by reply."""
+        says how to answer by reply. ``key``: as for :meth:`send_keyed`."""
+        if key:
+            return await self.send_keyed(target, approval_text(prompt), key)
         return await self.send_text(target, approval_text(prompt))
 
     async def acknowledge_button(self, message: InboundMessage, text: str) -> None:
@@ -212,6 +235,23 @@ class ChannelAdapter:
 
     def error_from_transport(self, exc: httpx.HTTPError, what: str) -> AdapterError:
         return self.error_type(f"{self.kind} {what}: {type(exc).__name__}", retryable=True)
+
+
+# What a payload of the wrong shape raises in a parser (a string where an object
+# belongs, a missing key, a list for a number …).
+MALFORMED = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+
+
+def parsed_or_skipped(parse: Callable[[], T], what: str, default: T) -> T:
+    """``parse()``; ``default`` (logged) when the update is not in the platform's
+    format: skipped, never a crash of the poller that holds the channel."""
+    try:
+        return parse()
+    except MALFORMED as exc:
+        logger.warning(
+            "%s: an update not in the platform's format was skipped (%s)", what, type(exc).__name__
+        )
+        return default
 
 
 def approval_text(prompt: ApprovalPrompt) -> str:

@@ -111,10 +111,24 @@ class Channel(TenantOwned):
         related_name="+",
         help_text="Empty: the agent's model.",
     )
+    unverified_mail = models.CharField(
+        max_length=16,
+        choices=[
+            ("unlinked", "Answer it as from an unlinked sender (never as the linked member)"),
+            ("refuse", "Refuse it"),
+        ],
+        default="unlinked",
+        help_text=(
+            "Email: mail whose sender is not proven (no aligned DKIM signature, no trusted "
+            "dmarc=pass): From can be forged."
+        ),
+    )
     prompt_override = models.TextField(
         blank=True, max_length=20_000, help_text="Added to the agent's system prompt for this channel."
     )
     poll_offset = models.BigIntegerField(default=0, editable=False)
+    # Email: the mailbox's UIDVALIDITY when ``poll_offset`` (a UID) was taken.
+    poll_uidvalidity = models.BigIntegerField(default=0, editable=False)
     # Long polling: one holder per channel across all workers, by a lease it renews.
     poll_owner = models.CharField(max_length=200, blank=True, editable=False)
     poll_lease_until = models.DateTimeField(null=True, blank=True, editable=False)

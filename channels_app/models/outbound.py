@@ -26,6 +26,9 @@ class OutboundReply(TenantOwned):
     parts = models.JSONField(default=list)
     draft_message_id = models.CharField(max_length=200, blank=True)
     sent_parts = models.PositiveIntegerField(default=0)
+    # Set (committed) before part ``sent_parts`` goes out, cleared when it is recorded
+    # as sent: a row found with it set was cut off between the two.
+    in_flight_since = models.DateTimeField(null=True, blank=True)
     message_ids = models.JSONField(default=list)
     status = models.CharField(max_length=16, choices=OutboundStatus.choices, default=OutboundStatus.PENDING)
     attempts = models.PositiveIntegerField(default=0)

@@ -82,11 +82,15 @@ def fake_discord(settings: Any) -> Iterator[FakeDiscord]:
 
 
 @pytest.fixture
-def fake_mail(settings: Any) -> Iterator[Any]:
+def fake_mail(settings: Any, monkeypatch: Any) -> Iterator[Any]:
+    from channels_app.adapters.email import trust
+    from tests.fakes.dkim_dns import FAKE_DKIM
     from tests.fakes.mail import FakeMailServer
 
     settings.CLAW_EMAIL_ALLOW_PLAINTEXT = True
     settings.CLAW_EMAIL_POLL_SECONDS = 0.2
+    # DKIM keys come from the fake DNS (tests.fakes.dkim_dns), never a real one.
+    monkeypatch.setattr(trust, "dns_lookup", FAKE_DKIM.lookup)
     fake = FakeMailServer(login="agent@claw.test", password="mail-password").start()
     try:
         yield fake

@@ -18,6 +18,7 @@ from channels_app.adapters.email.adapter import EmailAdapter, strip_quoted
 from channels_app.models import Channel, InboundUpdate
 from channels_app.polling import run_pollers
 from tests.chat_platforms.conftest import link, make_channel
+from tests.fakes.dkim_dns import SIGN_HEADER
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.tools.helpers import tool_setting
 from tools_app.actions.extensions import do_allow_host
@@ -30,10 +31,18 @@ _ids = itertools.count(1)
 
 
 def mail(
-    text: str, *, subject: str = "Hello", sender: str = USER, replying_to: Any = None, **headers: str
+    text: str,
+    *,
+    subject: str = "Hello",
+    sender: str = USER,
+    replying_to: Any = None,
+    signed_by: str | None = "",
+    **headers: str,
 ) -> EmailMessage:
     """A mail from ``sender``; ``replying_to`` (a mail) sets In-Reply-To and References
-    as mail clients do (the parent's References, then its Message-ID)."""
+    as mail clients do (the parent's References, then its Message-ID). Signed with
+    DKIM by the sender's domain when delivered, as its mail server would
+    (``signed_by``: another domain; None: not signed)."""
     message = EmailMessage()
     message["From"] = f"Ada <{sender}>"
     message["To"] = BOT
@@ -45,6 +54,8 @@ def mail(
     for name, value in headers.items():
         message[name.replace("_", "-")] = value
     message.set_content(text)
+    if signed_by is not None:  # signed when the fake server receives it (attachments may follow)
+        message[SIGN_HEADER] = signed_by or sender.rpartition("@")[2]
     return message
 
 

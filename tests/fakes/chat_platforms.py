@@ -296,24 +296,51 @@ class FakeSlack(FakePlatform):
                 shown[body["ts"]]["text"] = body["text"]
         return list(shown.values())
 
+    def _history(self, query: dict[str, Any]) -> list[dict[str, Any]]:
+        """``conversations.history`` (or ``.replies`` of the thread ``ts``): the bot's
+        messages newest first, metadata only with ``include_all_metadata``."""
+        found = []
+        for method, body in list(self.calls):
+            if method != "chat.postMessage" or body["channel"] != query.get("channel"):
+                continue
+            if "ts" in query and body.get("thread_ts") != query["ts"]:
+                continue
+            if float(body["_ts"]) < float(query.get("oldest") or 0):
+                continue
+            message = {"type": "message", "ts": body["_ts"], "text": body.get("text", ""), "bot_id": "B1"}
+            if query.get("include_all_metadata") == "true" and body.get("metadata"):
+                message["metadata"] = body["metadata"]
+            found.append(message)
+        return found[::-1]
+
     async def handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return web.json_response({"ok": False, "error": "invalid_auth"})
-        body = await request.json()
+        if request.content_type == "application/x-www-form-urlencoded":
+            body = dict(await request.post())  # the read methods take form arguments
+        else:
+            body = await request.json()
         failure = self.take_failure(method)
         if failure is not None:
             status, retry_after = failure
             self.record(f"!{method}", body)
             headers = {"Retry-After": str(int(retry_after))} if retry_after is not None else {}
+            if status == 403:
+                return web.json_response(
+                    {"ok": False, "error": "missing_scope", "needed": "channels:history"}
+                )
             if status == 200:
                 return web.json_response({"ok": False, "error": "channel_not_found"})
             return web.json_response({"ok": False, "error": "ratelimited"}, status=status, headers=headers)
         if method == "chat.postMessage":
-            ts = f"1700000000.{next(self.ids):06d}"
+            ts = f"{int(time.time())}.{next(self.ids):06d}"
             body["_ts"] = ts
             self.record(method, body)
             return web.json_response({"ok": True, "channel": body["channel"], "ts": ts})
+        if method in ("conversations.history", "conversations.replies"):
+            self.record(method, body)
+            return web.json_response({"ok": True, "messages": self._history(body), "has_more": False})
         self.record(method, body)
         return web.json_response({"ok": True, "channel": body.get("channel"), "ts": body.get("ts")})
 
@@ -413,6 +440,7 @@ class FakeDiscord(FakePlatform):
         self.bot_id = bot_id
         self.ids = itertools.count(1_100_000_000_000_000_000)
         self.dispatches: deque[dict[str, Any]] = deque()
+        self.nonces: dict[str, dict[str, Any]] = {}
         self.heartbeat_interval_ms = 500
         self.gateway_frames: list[dict[str, Any]] = []
 
@@ -483,10 +511,21 @@ class FakeDiscord(FakePlatform):
         refused = self._refusal(request, "create_message", body)
         if refused is not None:
             return refused
+        nonce = str(body.get("nonce") or "")
+        if nonce and body.get("enforce_nonce"):
+            # Discord: a nonce seen before answers the message it made, not a new one.
+            with self.lock:
+                earlier = self.nonces.get(nonce)
+            if earlier is not None:
+                self.record("nonce_hit", {"nonce": nonce, "_id": earlier["_id"]})
+                return web.json_response(self._message(earlier["_id"], earlier["_channel"], earlier))
         message_id = str(next(self.ids))
         body["_id"] = message_id
         body["_channel"] = request.match_info["channel"]
         self.record("create_message", body)
+        if nonce:
+            with self.lock:
+                self.nonces[nonce] = body
         return web.json_response(self._message(message_id, request.match_info["channel"], body))
 
     async def edit_message(self, request: web.Request) -> web.Response:

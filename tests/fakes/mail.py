@@ -33,11 +33,32 @@ def _import_imap_testing_server() -> Any:
 
 
 if TYPE_CHECKING:
-    from aioimaplib.imap_testing_server import Mail, MockImapServer
+    from aioimaplib.imap_testing_server import ImapProtocol, Mail, MockImapServer
 else:
     _imap_testing = _import_imap_testing_server()
+    ImapProtocol = _imap_testing.ImapProtocol
     Mail = _imap_testing.Mail
     MockImapServer = _imap_testing.MockImapServer
+
+
+class StableImapServer(MockImapServer):
+    """aioimaplib's server with one UIDVALIDITY (``FakeMailServer.uidvalidity``), as a
+    real server keeps per mailbox (its own takes the clock at each connection)."""
+
+    def __init__(self, owner: FakeMailServer, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.owner = owner
+
+    def run_server(
+        self, host: str = "127.0.0.1", port: int = 1143, fetch_chunk_size: int = 0, ssl_context: Any = None
+    ) -> Any:
+        def create_protocol() -> Any:
+            protocol = ImapProtocol(self._server_state, fetch_chunk_size, self.capabilities, self.loop)
+            protocol.uidvalidity = self.owner.uidvalidity
+            self._connections.append(protocol)
+            return protocol
+
+        return self.loop.create_server(create_protocol, host, port, ssl=ssl_context)
 
 
 class FakeMailServer:
@@ -53,6 +74,7 @@ class FakeMailServer:
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._imap: MockImapServer | None = None
+        self.uidvalidity = 1_700_000_000
 
     # SMTP ------------------------------------------------------------------
 
@@ -100,7 +122,11 @@ class FakeMailServer:
     # IMAP ------------------------------------------------------------------
 
     def deliver(self, message: EmailMessage, *, to: str | None = None) -> int:
-        """Put ``message`` into the INBOX of ``to`` (the channel's mailbox); its UID."""
+        """Put ``message`` into the INBOX of ``to`` (the channel's mailbox); its UID.
+        A mail marked for DKIM (``tests.fakes.dkim_dns``) is signed first."""
+        from tests.fakes.dkim_dns import FAKE_DKIM
+
+        message = FAKE_DKIM.seal(message)
         assert self._imap is not None
         imap = self._imap
         future = asyncio.run_coroutine_threadsafe(
@@ -111,6 +137,21 @@ class FakeMailServer:
     @staticmethod
     async def _deliver(imap: MockImapServer, mail: Mail, to: str) -> int:
         return int(imap.receive(mail, imap_user=to)[0])
+
+    def rebuild(self, *, keep: int, to: str | None = None) -> None:
+        """The mailbox rebuilt (restored from a backup, moved to another server): a
+        new UIDVALIDITY, only the first ``keep`` mails left, renumbered from UID 1."""
+        assert self._imap is not None
+        state = self._imap._server_state
+
+        async def renumber() -> None:
+            inbox = state.mailboxes[to or self.login]["INBOX"]
+            del inbox[keep:]
+            for number, kept in enumerate(inbox, start=1):
+                kept.id = kept.uid = number
+
+        asyncio.run_coroutine_threadsafe(renumber(), self._loop).result(10)
+        self.uidvalidity += 1
 
     # lifecycle -------------------------------------------------------------
 
@@ -131,7 +172,7 @@ class FakeMailServer:
                 0,
             )
             self.smtp_port = smtp.sockets[0].getsockname()[1]
-            self._imap = MockImapServer(loop=loop)
+            self._imap = StableImapServer(self, loop=loop)
             imap = await self._imap.run_server(host="127.0.0.1", port=0)
             self.imap_port = imap.sockets[0].getsockname()[1]
 

@@ -242,6 +242,16 @@ class DiscordAdapter(ChannelAdapter):
         )
         return str((data or {}).get("id", ""))
 
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        # enforce_nonce: a second create with the same nonce (within a few minutes)
+        # answers the message made by the first instead of making another.
+        data = await self.call(
+            "POST",
+            f"{self._channel_path(target)}/messages",
+            {"content": text, "nonce": key[:25], "enforce_nonce": True, **NO_PINGS},
+        )
+        return str((data or {}).get("id", ""))
+
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         if not _SNOWFLAKE.match(message_id):
             raise DiscordError("discord: not a message id", retryable=False)
@@ -252,7 +262,7 @@ class DiscordAdapter(ChannelAdapter):
     async def send_typing(self, target: Target) -> None:
         await self.call("POST", f"{self._channel_path(target)}/typing")
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
         buttons = [
             {
                 "type": BUTTON,
@@ -272,6 +282,8 @@ class DiscordAdapter(ChannelAdapter):
             "components": [{"type": ACTION_ROW, "components": buttons}],
             **NO_PINGS,
         }
+        if key:
+            body |= {"nonce": key[:25], "enforce_nonce": True}
         data = await self.call("POST", f"{self._channel_path(target)}/messages", body)
         return str((data or {}).get("id", ""))
 

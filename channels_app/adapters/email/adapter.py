@@ -8,8 +8,10 @@ are: ``imaps://host:993`` (TLS), ``smtps://host:465`` (TLS) or ``smtp://host:587
 refused unless the operator allows them (``CLAW_EMAIL_ALLOW_PLAINTEXT``, for local
 test servers). Hosts go through the SSRF guard with the tenant's allow-list.
 
-Inbound mail is fetched by UID above the last one seen (``poll_offset``), de-duplicated
-by ``Message-ID``, and threaded: the thread is the first id of ``References`` (else
+Inbound mail is fetched by UID above the last one seen (``poll_offset``, kept with the
+mailbox's UIDVALIDITY: when that changes the mailbox is read again from its start),
+de-duplicated by ``Message-ID`` (a mail without one: by a hash of its bytes), and
+threaded: the thread is the first id of ``References`` (else
 ``In-Reply-To``, else the message's own id), so a reply continues its session.
 Mail is always private (one sender); automatic mail (``Auto-Submitted``, bulk or
 list ``Precedence``), the mailbox's own mail and mail over ``MAX_MAIL_BYTES`` are
@@ -21,6 +23,8 @@ whole (mail has no draft to edit) with ``In-Reply-To`` and ``References`` set.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import logging
 import re
 import ssl
 from email import policy
@@ -52,6 +56,8 @@ TIMEOUT_SECONDS = 30.0
 _MESSAGE_ID = re.compile(r"<[^<>\s]{1,250}>")
 _QUOTE_HEADER = re.compile(r"^(On .{0,300} wrote:|-----Original Message-----)\s*$", re.IGNORECASE)
 _FETCH_UID = re.compile(rb"UID (\d+)")
+_UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]", re.IGNORECASE)
+logger = logging.getLogger("claw.channels.email")
 
 
 class EmailError(AdapterError):
@@ -80,6 +86,7 @@ class EmailAdapter(ChannelAdapter):
     has_buttons = False
     error_type = EmailError
     timeout = TIMEOUT_SECONDS
+    uidvalidity = 0  # the server's, as of the last fetch_new
 
     @property
     def address(self) -> str:
@@ -105,9 +112,12 @@ class EmailAdapter(ChannelAdapter):
             return None
         if str(mail.get("Precedence", "")).strip().lower() in ("bulk", "list", "junk"):
             return None
-        own_id = (_message_ids(str(mail.get("Message-ID", ""))) or [f"<uid-{uid}@{self.channel.public_id}>"])[
-            0
-        ]
+        # Without a Message-ID, the mail's own bytes name it (a UID changes when the
+        # mailbox is rebuilt: the same mail must stay a duplicate).
+        own_id = (
+            _message_ids(str(mail.get("Message-ID", "")))
+            or [f"<sha256-{hashlib.sha256(raw).hexdigest()[:40]}@{self.channel.public_id}>"]
+        )[0]
         references = _message_ids(str(mail.get("References", ""))) or _message_ids(
             str(mail.get("In-Reply-To", ""))
         )
@@ -152,8 +162,13 @@ class EmailAdapter(ChannelAdapter):
             raise EmailError(f"email: {host} refused ({exc})", retryable=False) from None
         return scheme, host, port
 
-    async def fetch_new(self, after_uid: int) -> list[tuple[int, bytes]]:
-        """Mail in INBOX with a UID above ``after_uid`` (at most ``MAX_FETCH``), oldest first."""
+    async def fetch_new(self, after_uid: int, uidvalidity: int = 0) -> list[tuple[int, bytes]]:
+        """Mail in INBOX with a UID above ``after_uid`` (at most ``MAX_FETCH``), oldest
+        first. ``uidvalidity``: the mailbox's UIDVALIDITY when ``after_uid`` was taken;
+        when the server says another (the mailbox was rebuilt, its UIDs renumbered),
+        ``after_uid`` means nothing and the mailbox is read from its first UID (mail
+        seen before is a duplicate by Message-ID). The server's is left in
+        :attr:`uidvalidity`."""
         scheme, host, port = await self._checked(self.channel.imap_url, {"imaps": 993, "imap": 143})
         if scheme == "imap" and not settings.CLAW_EMAIL_ALLOW_PLAINTEXT:
             raise EmailError("email: imap:// sends the password in clear; use imaps://", retryable=False)
@@ -170,6 +185,15 @@ class EmailAdapter(ChannelAdapter):
             selected = await client.select("INBOX")
             if selected.result != "OK":
                 raise EmailError("email: INBOX could not be selected", retryable=True)
+            self.uidvalidity = _uidvalidity(selected.lines)
+            if uidvalidity and self.uidvalidity and self.uidvalidity != uidvalidity:
+                logger.warning(
+                    "email %s: UIDVALIDITY %s, was %s: reading the mailbox again",
+                    self.address,
+                    self.uidvalidity,
+                    uidvalidity,
+                )
+                after_uid = 0
             fetched = await client.uid("fetch", f"{after_uid + 1}:*", "(UID BODY.PEEK[])")
             if fetched.result != "OK":
                 raise EmailError("email: FETCH failed", retryable=True)
@@ -182,11 +206,17 @@ class EmailAdapter(ChannelAdapter):
 
     # -------------------------------------------------------------- outbound
 
-    async def send_text(self, target: Target, text: str) -> str:
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        # The same Message-ID on every try: a repeat is one message to the recipient's
+        # client (threaded and de-duplicated by it).
+        domain = self.address.rpartition("@")[2] or "localhost"
+        return await self.send_text(target, text, message_id=f"<{key}.{self.channel.public_id.hex}@{domain}>")
+
+    async def send_text(self, target: Target, text: str, *, message_id: str = "") -> str:
         subject = await db_async(_thread_subject)(self.channel.pk, target.thread_id)
         mail = EmailMessage()
         domain = self.address.rpartition("@")[2] or "localhost"
-        message_id = make_msgid(domain=domain)
+        message_id = message_id or make_msgid(domain=domain)
         mail["From"] = formataddr((self.channel.agent.name[:60], self.address))
         mail["To"] = target.chat_id
         mail["Subject"] = (
@@ -222,6 +252,16 @@ class EmailAdapter(ChannelAdapter):
             ) from None
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:
             raise EmailError(f"email SMTP: {type(exc).__name__}", retryable=True) from None
+
+
+def _uidvalidity(lines: list[Any]) -> int:
+    """The ``[UIDVALIDITY n]`` of a SELECT response (0: the server sent none)."""
+    for line in lines:
+        if isinstance(line, bytes | bytearray):
+            found = _UIDVALIDITY.search(bytes(line))
+            if found:
+                return int(found.group(1))
+    return 0
 
 
 def _fetched_mails(lines: list[Any]) -> list[tuple[int, bytes]]:

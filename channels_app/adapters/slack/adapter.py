@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 import re
 from typing import Any
 from urllib.parse import parse_qs
@@ -36,7 +37,11 @@ from channels_app.adapters.base import (
     within_window,
 )
 
+logger = logging.getLogger("claw.channels.slack")
+
 REPLAY_WINDOW_SECONDS = 300
+# The metadata event type a reply's part carries (its key in the payload).
+PART_EVENT = "claw_reply_part"
 MAX_MESSAGE_CHARS = 4000
 PRIVATE_TYPES = frozenset({"im"})
 
@@ -147,12 +152,19 @@ class SlackAdapter(ChannelAdapter):
 
     # -------------------------------------------------------------- outbound
 
-    async def call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, method: str, body: dict[str, Any], *, form: bool = False) -> dict[str, Any]:
+        """A Web API method; ``form``: its arguments form-encoded (the read methods,
+        such as ``conversations.history``, take no JSON body)."""
         url = f"{settings.CLAW_SLACK_API_URL.rstrip('/')}/{method}"
         headers = {"Authorization": f"Bearer {self.channel.bot_token}"}
         try:
             async with httpx.AsyncClient(timeout=self.timeout) as client:
-                response = await client.post(url, json=body, headers=headers)
+                if form:
+                    response = await client.post(
+                        url, data={k: str(v) for k, v in body.items()}, headers=headers
+                    )
+                else:
+                    response = await client.post(url, json=body, headers=headers)
         except httpx.HTTPError as exc:
             raise self.error_from_transport(exc, method) from None
         if response.status_code != 200:
@@ -177,10 +189,47 @@ class SlackAdapter(ChannelAdapter):
         data = await self.call("chat.postMessage", {**self._target(target), "text": text})
         return str(data.get("ts", ""))
 
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        metadata = {"event_type": PART_EVENT, "event_payload": {"key": key}}
+        data = await self.call(
+            "chat.postMessage", {**self._target(target), "text": text, "metadata": metadata}
+        )
+        return str(data.get("ts", ""))
+
+    async def find_sent(self, target: Target, key: str, since: float) -> str:
+        """The part's message if the channel (or thread) holds it: ``chat.postMessage``
+        has no idempotency key, so its metadata is looked for. A bot without the
+        history scope cannot look ("": sent again)."""
+        body: dict[str, Any] = {
+            "channel": target.chat_id,
+            "oldest": f"{since:.6f}",
+            "include_all_metadata": "true",
+            "limit": 200,
+        }
+        method = "conversations.history"
+        if target.thread_id:
+            method, body["ts"] = "conversations.replies", target.thread_id
+        try:
+            data = await self.call(method, body, form=True)
+        except SlackError as exc:
+            if exc.retryable:
+                raise
+            logger.warning("slack: cannot look for an earlier try of %s: %s", key, exc)
+            return ""
+        for message in data.get("messages") or []:
+            metadata = message.get("metadata") if isinstance(message, dict) else None
+            if (
+                isinstance(metadata, dict)
+                and metadata.get("event_type") == PART_EVENT
+                and (metadata.get("event_payload") or {}).get("key") == key
+            ):
+                return str(message.get("ts", ""))
+        return ""
+
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
         await self.call("chat.update", {"channel": target.chat_id, "ts": message_id, "text": text})
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
         text = approval_text(prompt)
         blocks = [
             {"type": "section", "text": {"type": "plain_text", "text": text[:2900]}},
@@ -204,5 +253,8 @@ class SlackAdapter(ChannelAdapter):
                 ],
             },
         ]
-        data = await self.call("chat.postMessage", {**self._target(target), "text": text, "blocks": blocks})
+        body: dict[str, Any] = {**self._target(target), "text": text, "blocks": blocks}
+        if key:
+            body["metadata"] = {"event_type": PART_EVENT, "event_payload": {"key": key}}
+        data = await self.call("chat.postMessage", body)
         return str(data.get("ts", ""))

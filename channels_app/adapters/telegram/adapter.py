@@ -193,7 +193,8 @@ class TelegramAdapter(ChannelAdapter):
             raise self.error_from_response(response, "sendDocument")
         return str(response.json().get("result", {}).get("message_id", ""))
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
+        # No idempotency key on this platform: ``key`` is not sent.
         keyboard = {
             "inline_keyboard": [
                 [

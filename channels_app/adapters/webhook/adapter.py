@@ -117,7 +117,13 @@ class WebhookAdapter(ChannelAdapter):
         return data if isinstance(data, dict) else {}
 
     async def send_text(self, target: Target, text: str) -> str:
-        message_id = uuid.uuid4().hex
+        return await self._send(target, text, uuid.uuid4().hex)
+
+    async def send_keyed(self, target: Target, text: str, key: str) -> str:
+        # The same message_id on every try of a part: the receiver de-duplicates by it.
+        return await self._send(target, text, f"{key}-{self.channel.public_id.hex[:12]}")
+
+    async def _send(self, target: Target, text: str, message_id: str) -> str:
         data = await self.post(
             {
                 "type": "message",
@@ -140,8 +146,8 @@ class WebhookAdapter(ChannelAdapter):
             }
         )
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
-        message_id = uuid.uuid4().hex
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
+        message_id = f"{key}-{self.channel.public_id.hex[:12]}" if key else uuid.uuid4().hex
         await self.post(
             {
                 "type": "approval",

@@ -140,7 +140,8 @@ class WhatsAppAdapter(ChannelAdapter):
         data = await self.call({"to": target.chat_id, "type": "text", "text": {"body": text}})
         return str(((data.get("messages") or [{}])[0]).get("id", ""))
 
-    async def send_approval(self, target: Target, prompt: ApprovalPrompt) -> str:
+    async def send_approval(self, target: Target, prompt: ApprovalPrompt, key: str = "") -> str:
+        # No idempotency key on this platform: ``key`` is not sent.
         buttons = [
             {"type": "reply", "reply": {"id": f"appr:{prompt.approval_id}:y", "title": "Approve"}},
             {"type": "reply", "reply": {"id": f"appr:{prompt.approval_id}:n", "title": "Deny"}},
