@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from rest_framework import serializers
 
 from agents.memory.snapshot import MAX_SNAPSHOT_CHARS
 from agents.models import MemoryCategory, MemoryEntry, MemoryInjection, MemoryScope
 from agents.models.memory import MAX_MEMORY_CHARS
 from claw_platform.api.serializers.base import StrictSerializer
+
+_WORD = re.compile(r"\w", re.UNICODE)
 
 
 class MemorySerializer(serializers.ModelSerializer):
@@ -56,6 +60,11 @@ class MemorySearchSerializer(StrictSerializer):
     query = serializers.CharField(max_length=2_000, trim_whitespace=True)
     agent = serializers.SlugField(max_length=64, help_text="Recall as this agent sees it.")
     limit = serializers.IntegerField(min_value=1, max_value=50, default=10)
+
+    def validate_query(self, value: str) -> str:
+        if not _WORD.search(value):
+            raise serializers.ValidationError("A search needs at least one word or number.")
+        return value
 
 
 class MemorySnapshotQuerySerializer(StrictSerializer):
