@@ -40,7 +40,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Max, Q, QuerySet
+from django.db.models import Count, F, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from agents.actions.memory import do_archive_memory, do_merge_memories
@@ -215,12 +215,15 @@ def due_groups(now: datetime | None = None, *, limit: int = MAX_GROUPS_PER_SWEEP
     changed = _active().filter(Q(reviewed_at__isnull=True) | Q(reviewed_at__lt=F("updated_at")))
     keys: list[Group] = []
     seen: set[Group] = set()
+    # The groups waiting longest first (a user's memories written by several agents
+    # come as several rows: one group).
     rows = (
-        changed.order_by("updated_at")
+        changed.order_by()
         .values_list("tenant_id", "scope", "agent_id", "user_id")
-        .distinct()[: limit * 20]
+        .annotate(oldest=Min("updated_at"))
+        .order_by("oldest")[: limit * 20]
     )
-    for tenant_id, scope, agent_id, user_id in rows:
+    for tenant_id, scope, agent_id, user_id, _oldest in rows:
         group = Group(
             tenant_id,
             scope,
