@@ -151,6 +151,8 @@ CLAW_MEMORY_PURGE_DAYS = config.env_int("CLAW_MEMORY_PURGE_DAYS", 30, minimum=1)
 CLAW_MEMORY_CONVERSATION_DAYS = config.env_int("CLAW_MEMORY_CONVERSATION_DAYS", 30, minimum=1)
 # The reflector (C9, agents.memory.reflector) reads a chat this long after it went idle.
 CLAW_MEMORY_REFLECT_IDLE_MINUTES = config.env_int("CLAW_MEMORY_REFLECT_IDLE_MINUTES", 30, minimum=1)
+# The memory review (agents.memory.review) reads a group of memories at most this often.
+CLAW_MEMORY_REVIEW_HOURS = config.env_int("CLAW_MEMORY_REVIEW_HOURS", 24, minimum=1)
 # Dotted path of the tools factory runs use (tests point it at test-only tools).
 CLAW_RUN_TOOLS_FACTORY = config.env_str("CLAW_RUN_TOOLS_FACTORY", "agents.runtime.tools.registry_tools")
 # Tool extensions (tools_app): MCP stdio commands tenants may start (name -> command

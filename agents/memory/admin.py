@@ -10,18 +10,65 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agents.memory.access import memories_visible_to
 from agents.memory.embedding import reembed_tenant, schedule_embedding
-from agents.models import MemoryEntry, MemoryInjection
-from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin, request_caller
+from agents.memory.store import MemoryError, _check_content
+from agents.models import MemoryEntry, MemoryInjection, MemoryScope
+from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin, request_caller, tenant_users
+
+MAX_USER_CHOICES = 200
+
+
+class MemoryEntryForm(forms.ModelForm):
+    """The store's checks (length, a scope's owner) as form errors, not database ones."""
+
+    class Meta:
+        model = MemoryEntry
+        # The admin adds the others (agent and user need a tenant in context).
+        fields = ["content"]
+
+    def clean_content(self) -> str:
+        try:
+            return _check_content(self.cleaned_data.get("content") or "")
+        except MemoryError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        scope = data.get("scope")
+        if scope == MemoryScope.USER and not data.get("user"):
+            self.add_error("user", "A personal (user) memory names its user.")
+        if scope == MemoryScope.AGENT and not data.get("agent"):
+            self.add_error("agent", "An agent memory names its agent.")
+        return data
+
+
+class MemoryUserFilter(admin.SimpleListFilter):
+    """Whose personal memories (the tenant's members who have some)."""
+
+    title = "user"
+    parameter_name = "user"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        with_memories = model_admin.get_queryset(request).filter(user__isnull=False).values("user_id")
+        users = tenant_users(request).filter(pk__in=with_memories).order_by("username")
+        return [(str(u.pk), u.get_username()) for u in users[:MAX_USER_CHOICES]]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        value = self.value()
+        if value is None:
+            return queryset
+        return queryset.filter(user_id=int(value)) if value.isdigit() else queryset.none()
 
 
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(TenantScopedAdmin):
+    form = MemoryEntryForm
     list_display = [
         "short_content",
         "scope",
@@ -32,7 +79,7 @@ class MemoryEntryAdmin(TenantScopedAdmin):
         "embed_error",
         "updated_at",
     ]
-    list_filter = ["scope", "category", "agent"]
+    list_filter = ["scope", "category", "agent", MemoryUserFilter]
     search_fields = ["content", "user__username"]
     list_select_related = ["agent", "user"]
     fields = [
@@ -45,8 +92,17 @@ class MemoryEntryAdmin(TenantScopedAdmin):
         "embedded_at",
         "embed_error",
         "archived_at",
+        "archive_reason",
+        "merged_from",
     ]
-    readonly_fields = ["embedder", "embedded_at", "embed_error", "archived_at"]
+    readonly_fields = [
+        "embedder",
+        "embedded_at",
+        "embed_error",
+        "archived_at",
+        "archive_reason",
+        "merged_from",
+    ]
     actions = ["reembed_selected", "reembed_tenant"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:

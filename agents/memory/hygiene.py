@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from agents.models import MemoryCategory, MemoryEntry
 from claw_platform.audit.actions import record_audit_event
+from claw_platform.tenancy.rls import system_bypass
 
 
 @dataclass
@@ -45,7 +46,11 @@ def run_hygiene(*, now: datetime | None = None) -> HygieneResult:
         category=MemoryCategory.DAILY, updated_at__lt=now - timedelta(days=settings.CLAW_MEMORY_ARCHIVE_DAYS)
     )
     result.archived = _per_tenant(stale_daily.order_by())
-    stale_daily.update(category=MemoryCategory.ARCHIVED, archived_at=now)
+    stale_daily.update(
+        category=MemoryCategory.ARCHIVED,
+        archived_at=now,
+        archive_reason=f"a daily memory older than {settings.CLAW_MEMORY_ARCHIVE_DAYS} days",
+    )
     expired = entries.filter(
         category=MemoryCategory.ARCHIVED,
         archived_at__lt=now - timedelta(days=settings.CLAW_MEMORY_PURGE_DAYS),
@@ -70,4 +75,5 @@ def run_hygiene(*, now: datetime | None = None) -> HygieneResult:
 
 def memory_hygiene_task() -> dict[str, int]:
     """The daily schedule's entry point (agents.runtime.maintenance)."""
-    return run_hygiene().totals
+    with system_bypass():  # hygiene archives and purges every tenant's memories
+        return run_hygiene().totals

@@ -32,6 +32,7 @@ from agents.memory.store import MemoryError, MemoryOwner, default_memory_store
 from agents.models import MemoryEntry, MemoryScope, Message, Session, UsagePurpose, UsageRecord
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.db import db_async
+from claw_platform.tenancy.rls import system_bypass
 
 logger = logging.getLogger("claw.memory")
 
@@ -237,10 +238,11 @@ async def reflect_session(session_id: str, *, now: datetime | None = None) -> Re
 def reflect_idle_sessions_task() -> int:
     """The schedule's sweep: the memories written."""
     written = 0
-    for session_id in idle_sessions():
-        try:
-            written += len(async_to_sync(reflect_session)(session_id).written)
-        except Exception:
-            logger.exception("memory reflection of session %s failed", session_id)
-            _mark(session_id, timezone.now())  # not retried every sweep
+    with system_bypass():  # the sweep reads every tenant's idle chats
+        for session_id in idle_sessions():
+            try:
+                written += len(async_to_sync(reflect_session)(session_id).written)
+            except Exception:
+                logger.exception("memory reflection of session %s failed", session_id)
+                _mark(session_id, timezone.now())  # not retried every sweep
     return written

@@ -73,6 +73,15 @@ class MemoryEntry(TenantOwned):
         max_length=500, blank=True, editable=False, help_text="Why the last embedding attempt failed."
     )
     archived_at = models.DateTimeField(null=True, blank=True, editable=False)
+    archive_reason = models.CharField(
+        max_length=300, blank=True, editable=False, help_text="Why it was archived (hygiene, review)."
+    )
+    # Provenance of a memory the review merged others into: each merged entry's id,
+    # text, category, session and creation time, so the archived rows may be purged.
+    merged_from = models.JSONField(default=list, blank=True, editable=False)
+    reviewed_at = models.DateTimeField(
+        null=True, blank=True, editable=False, help_text="When the memory review last read it."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -47,6 +47,8 @@ SCHEDULES: list[tuple[str, str, int | None]] = [
     ("claw.embed_pending_memories", "agents.memory.embedding.embed_pending_task", 1),
     ("claw.memory_hygiene", "agents.memory.hygiene.memory_hygiene_task", None),
     ("claw.memory_reflector", "agents.memory.reflector.reflect_idle_sessions_task", 10),
+    # Merges duplicate memories and archives stale ones (C9).
+    ("claw.memory_review", "agents.memory.review.review_memories_task", 60),
 ]
 
 

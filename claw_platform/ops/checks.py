@@ -83,14 +83,53 @@ def check_database_role() -> CheckResult:
     return CheckResult(name, True, f"{role}: not superuser, owns no tables, no BYPASSRLS")
 
 
+# Iterative index scans (``hnsw.iterative_scan``), which keep a tenant-filtered memory
+# recall from coming back short, arrived in pgvector 0.8.0.
+PGVECTOR_MINIMUM = (0, 8, 0)
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(part) for part in text.strip().split(".")[:3])
+    except ValueError:
+        return None
+
+
+def pgvector_verdict(installed: str | None, available: str | None = None) -> CheckResult:
+    """The pgvector line from the extension's installed version (``pg_extension``) and
+    the version the server's library offers (``pg_available_extensions``)."""
+    minimum = ".".join(map(str, PGVECTOR_MINIMUM))
+    if installed is None:
+        return CheckResult("pgvector", False, "the vector extension is not installed (run migrations)")
+    version = _version_tuple(installed)
+    if version is not None and version >= PGVECTOR_MINIMUM:
+        return CheckResult("pgvector", True, f"version {installed} (iterative index scans)")
+    offered = _version_tuple(available or "")
+    if offered is not None and offered >= PGVECTOR_MINIMUM:
+        fix = f"the server has {available}: run `ALTER EXTENSION vector UPDATE;` as the database owner"
+    else:
+        fix = (
+            f"upgrade pgvector on the database server to {minimum} or later "
+            "(https://github.com/pgvector/pgvector#installation), then run "
+            "`ALTER EXTENSION vector UPDATE;` as the database owner"
+        )
+    return CheckResult(
+        "pgvector",
+        False,
+        f"version {installed} is older than {minimum}: without iterative index scans a "
+        f"tenant's memory recall comes back short; {fix}",
+    )
+
+
 def check_pgvector() -> CheckResult:
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-            row = cursor.fetchone()
-        if row is None:
-            return CheckResult("pgvector", False, "the vector extension is not installed (run migrations)")
-        return CheckResult("pgvector", True, f"version {row[0]}")
+            cursor.execute(
+                "SELECT (SELECT extversion FROM pg_extension WHERE extname = 'vector'),"
+                " (SELECT default_version FROM pg_available_extensions WHERE name = 'vector')"
+            )
+            installed, available = cursor.fetchone()
+        return pgvector_verdict(installed, available)
     except Exception as exc:
         return CheckResult("pgvector", False, _first_line(exc))
 

@@ -102,3 +102,47 @@ class MembershipAdmin(TenantScopedAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return self.has_change_permission(request, obj)
+
+    # Removing a member offers to erase what is kept about them in this tenant
+    # (issue 25): their memories and context-file copies, and their workspace.
+    delete_confirmation_template = "admin/tenancy/membership/delete_confirmation.html"
+    delete_selected_confirmation_template = "admin/tenancy/membership/delete_selected_confirmation.html"
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        from agents.actions.personal_data import personal_data
+
+        membership = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if membership is not None and request.method == "GET":
+            context["personal_data"] = personal_data(membership.tenant_id, membership.user_id)
+        return super().delete_view(request, object_id, context)
+
+    def _erase(self, request: HttpRequest, membership: Membership) -> None:
+        from agents.actions.personal_data import do_erase_personal_data
+        from claw_platform.audit.actions import client_ip
+
+        if request.POST.get("erase_personal_data") != "on":
+            return
+        counts = do_erase_personal_data(
+            membership.tenant_id,
+            membership.user_id,
+            workspace=request.POST.get("erase_workspace") == "on",
+            actor=request.user,
+            ip=client_ip(request),
+            reason="removed from the tenant",
+        )
+        parts = [f"{counts['memories']} memories", f"{counts['files']} personal context files"]
+        if "workspace_files" in counts:
+            parts.append(f"a workspace of {counts['workspace_files']} files")
+        self.message_user(request, f"Erased for {membership.user}: {', '.join(parts)}.")
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        self._erase(request, obj)
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for membership in queryset.select_related("user"):
+            self._erase(request, membership)
+        super().delete_queryset(request, queryset)

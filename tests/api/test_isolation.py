@@ -138,6 +138,8 @@ ROUTES: dict[str, Route] = {
     "v1:memory-search": Checked(
         "tests/memory/test_memory_api.py::test_search_recalls_only_what_the_caller_may_see"
     ),
+    # B's agent has the same slug: B gets its own snapshot, M2 their own memories.
+    "v1:memory-snapshot": Collection(query="?agent=assistant"),
     "v1:memoryinjection-list": Collection(),
     "v1:memoryinjection-detail": Scoped("memoryinjection"),
     "v1:usage": Collection(),

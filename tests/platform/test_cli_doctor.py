@@ -77,6 +77,7 @@ def test_it_passes_the_database_checks_on_a_migrated_database(django_db_setup: A
     for name in ("settings", "database", "pgvector", "migrations"):
         assert line_for(result.stdout, name).startswith("✓"), result.stdout
     assert "PostgreSQL 18" in line_for(result.stdout, "database")
+    assert "(iterative index scans)" in line_for(result.stdout, "pgvector")
     # Nobody runs a worker against the test database: doctor says so and fails.
     assert line_for(result.stdout, "workers").startswith("✗")
     assert result.returncode == 1
@@ -89,3 +90,33 @@ def test_a_bad_setting_is_named_and_fails(variable: str, tmp_path: Path) -> None
     settings_line = line_for(result.stdout, "settings")
     assert settings_line.startswith("✗")
     assert variable in settings_line
+
+
+def test_pgvector_older_than_0_8_fails_with_what_to_do() -> None:
+    from claw_platform.ops.checks import pgvector_verdict
+
+    # The library on the server is new enough, the extension in the database is not.
+    stale = pgvector_verdict("0.7.4", "0.8.1")
+    assert not stale.ok
+    assert "version 0.7.4 is older than 0.8.0" in stale.detail
+    assert "iterative index scans" in stale.detail
+    assert "the server has 0.8.1: run `ALTER EXTENSION vector UPDATE;`" in stale.detail
+    # Both old: the server itself needs a newer pgvector.
+    old = pgvector_verdict("0.5.1", "0.5.1")
+    assert not old.ok
+    assert "upgrade pgvector on the database server to 0.8.0 or later" in old.detail
+    assert not pgvector_verdict(None).ok
+    assert "not installed" in pgvector_verdict(None).detail
+    for version in ("0.8.0", "0.8.1", "1.0.0"):
+        assert pgvector_verdict(version, version).ok, version
+    assert not pgvector_verdict("unknown", None).ok
+
+
+@pytest.mark.django_db
+def test_pgvector_on_the_test_database_passes_with_iterative_scans() -> None:
+    from claw_platform.ops.checks import check_pgvector
+
+    result = check_pgvector()
+    assert result.ok, result.detail
+    assert result.detail.startswith("version 0.8") or result.detail.startswith("version 1.")
+    assert result.detail.endswith("(iterative index scans)")

@@ -118,6 +118,31 @@ class RunSerializer(serializers.ModelSerializer):
         return turn.response_text or turn.partial_text or None
 
 
+class RunDetailSerializer(RunSerializer):
+    """A run on its own (``GET runs/<id>/``): with what memory recall put into its
+    prompt (M6's injection log; ``memory-injections/?run=`` lists the same)."""
+
+    memory = serializers.SerializerMethodField()
+
+    class Meta(RunSerializer.Meta):
+        fields = [*RunSerializer.Meta.fields, "memory"]
+        read_only_fields = fields
+
+    def get_memory(self, run: Run) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": log.pk,
+                "query": log.query,
+                "method": log.method,
+                "candidates": log.candidates,
+                "selected": log.selected,
+                "tokens": log.tokens,
+                "is_group": log.is_group,
+            }
+            for log in run.memory_injections.order_by("id")
+        ]
+
+
 class RunEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = RunEvent

@@ -50,6 +50,7 @@ from claw_platform.api.serializers.conversation import (
     ApprovalSerializer,
     DecisionSerializer,
     MessageSerializer,
+    RunDetailSerializer,
     RunEventSerializer,
     RunSerializer,
     SendMessageSerializer,
@@ -308,6 +309,9 @@ class RunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, TenantViewSet
     serializer_class = RunSerializer
     filterset_class = RunFilter
     lookup_value_regex = r"[0-9]{1,18}"
+
+    def get_serializer_class(self) -> Any:
+        return RunDetailSerializer if self.action == "retrieve" else RunSerializer
 
     def scoped_queryset(self) -> Any:
         return Run.objects.visible_to(self.principal.caller).select_related("turn").order_by("-id")

@@ -37,7 +37,7 @@ from rest_framework.response import Response
 from agents.actions.conversation import do_set_title, session_for_external_key
 from agents.actions.runs import do_send_message
 from agents.budgets.http import refuse_if_over_budget_api, session_charge
-from agents.models import Agent, Run
+from agents.models import Agent, Run, Session
 from claw_platform.api.actions.sessions import do_open_api_session
 from claw_platform.api.errors import ApiError
 from claw_platform.api.live import SETTLED_STATUSES, settle_run
@@ -66,6 +66,12 @@ class HookBody(StrictSerializer):
     )
     mode = serializers.ChoiceField(
         choices=WebhookMode.values, required=False, help_text="Default: the agent's setting."
+    )
+    is_group = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="A group conversation (E16): the agent's MEMORY.md and personal memories stay "
+        "out. Once set on a session_key's session it stays set.",
     )
 
     def validate_message(self, text: str) -> str:
@@ -190,6 +196,10 @@ class HookView(TenantAPIView):
                     "session_key: It names a session you cannot use.",
                     {"session_key": ["It names a session you cannot use."]},
                 )
+            if data.get("is_group") and not session.is_group:
+                # Only ever on: a group's chat never gets personal memory back.
+                Session._base_manager.filter(pk=session.pk).update(is_group=True)
+                session.is_group = True
             if not session.title:
                 # Titled here: no extra LLM call for a title per hook.
                 do_set_title(session, f"webhook {key}")
@@ -201,6 +211,7 @@ class HookView(TenantAPIView):
                 acting_user=self.principal.acting_user,
                 channel="webhook",
                 title=" ".join(data["message"].split())[:80],
+                is_group=bool(data.get("is_group")),
             )
         key = self.principal.api_key
         refuse_if_over_budget_api(session_charge(session, api_key_id=key.pk if key else None))

@@ -19,18 +19,23 @@ from rest_framework.response import Response
 from agents.actions.memory import do_delete_memory, do_update_memory
 from agents.memory.access import manages_memory, may_change_memory, memories_visible_to
 from agents.memory.recall import RecallSettings, recall
+from agents.memory.snapshot import SNAPSHOT_FILE, hydrate, snapshot_markdown
 from agents.memory.store import MemoryError, MemoryOwner, default_memory_store
 from agents.models import Agent, MemoryCategory, MemoryEntry, MemoryInjection, MemoryScope
 from claw_platform.api.errors import ApiError
 from claw_platform.api.serializers.memory import (
     MemoryCreateSerializer,
     MemoryHitSerializer,
+    MemoryHydrateSerializer,
     MemoryInjectionSerializer,
     MemorySearchSerializer,
     MemorySerializer,
+    MemorySnapshotQuerySerializer,
+    MemorySnapshotSerializer,
     MemoryUpdateSerializer,
 )
 from claw_platform.api.views.base import TenantViewSet
+from claw_platform.tenancy.models import Membership
 
 
 class MemoryFilter(django_filters.FilterSet):
@@ -126,6 +131,83 @@ class MemoryViewSet(
         entry = self._changeable()
         do_delete_memory(entry, self._owner(entry.agent))
         return Response(status=204)
+
+    def _snapshot_user(self, user_id: int | None) -> int | None:
+        """Whose personal memories: the caller's own, or (owners and admins) a member's."""
+        caller = self.principal.caller
+        if user_id is None or user_id == caller.user_id:
+            return caller.user_id
+        if not manages_memory(caller):
+            raise ApiError(
+                403, "forbidden", "Only owners and admins can export or fill another member's memories."
+            )
+        if not Membership.objects.unscoped().filter(tenant_id=caller.tenant_id, user_id=user_id).exists():
+            raise ApiError(400, "invalid", "No member with this id.", {"user": ["No member with this id."]})
+        return user_id
+
+    @extend_schema(
+        methods=["GET"], parameters=[MemorySnapshotQuerySerializer], responses={200: MemorySnapshotSerializer}
+    )
+    @extend_schema(
+        methods=["POST"], request=MemoryHydrateSerializer, responses={201: MemorySnapshotSerializer}
+    )
+    @action(detail=False, methods=["get", "post"], url_path="snapshot")
+    def snapshot(self, request: Request) -> Response:
+        """GET: the agent's and the caller's core memories as MEMORY_SNAPSHOT.md (M4).
+        POST: fill an empty store from one (owners and admins)."""
+        if request.method == "POST":
+            return self._hydrate(request)
+        query = MemorySnapshotQuerySerializer(data=request.query_params.dict())
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        scopes = [s.strip() for s in data.get("scopes", "agent,user").split(",") if s.strip()]
+        unknown = [s for s in scopes if s not in MemoryScope.values]
+        if unknown or not scopes:
+            message = (
+                f"Unknown scope {unknown[0]!r}; use tenant, agent or user." if unknown else "Name a scope."
+            )
+            raise ApiError(400, "invalid", message, {"scopes": [message]})
+        agent = _agent(data["agent"])
+        user_id = self._snapshot_user(data.get("user"))
+        owner = MemoryOwner(tenant_id=self.principal.caller.tenant_id, agent_id=agent.pk, user_id=user_id)  # type: ignore[union-attr]
+        content = snapshot_markdown(owner, scopes=scopes)
+        return Response(
+            {"agent": data["agent"], "user": user_id, "filename": SNAPSHOT_FILE, "content": content}
+        )
+
+    def _hydrate(self, request: Request) -> Response:
+        caller = self.principal.caller
+        if not caller.can_act or not manages_memory(caller):
+            raise ApiError(
+                403, "forbidden", "Only owners and admins can fill a memory store from a snapshot."
+            )
+        body = MemoryHydrateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        agent = _agent(data["agent"])
+        user_id = self._snapshot_user(data.get("user"))
+        owner = MemoryOwner(
+            tenant_id=caller.tenant_id,
+            agent_id=agent.pk,  # type: ignore[union-attr]
+            user_id=user_id,
+            may_write_tenant=True,
+            actor=f"user:{caller.user_id}" if caller.user_id else f"api key {self.principal.api_key}",
+        )
+        try:
+            written = hydrate(owner, data["content"])
+        except MemoryError as exc:
+            status, code = (409, "conflict") if "not empty" in str(exc) else (400, "invalid")
+            raise ApiError(status, code, str(exc), {"content": [str(exc)]}) from None
+        return Response(
+            {
+                "agent": data["agent"],
+                "user": user_id,
+                "filename": SNAPSHOT_FILE,
+                "written": written,
+                "content": snapshot_markdown(owner, scopes=list(MemoryScope.values)),
+            },
+            status=201,
+        )
 
     @extend_schema(request=MemorySearchSerializer, responses={200: MemoryHitSerializer(many=True)})
     @action(detail=False, methods=["post"], url_path="search")
