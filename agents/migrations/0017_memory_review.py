@@ -13,13 +13,20 @@ class Migration(migrations.Migration):
             model_name="memoryentry",
             name="archive_reason",
             field=models.CharField(
-                blank=True, editable=False, help_text="Why it was archived (hygiene, review).", max_length=300
+                blank=True,
+                db_default="",
+                default="",
+                editable=False,
+                help_text="Why it was archived (hygiene, review).",
+                max_length=300,
             ),
         ),
         migrations.AddField(
             model_name="memoryentry",
             name="merged_from",
-            field=models.JSONField(blank=True, default=list, editable=False),
+            field=models.JSONField(
+                blank=True, db_default=models.Value([], models.JSONField()), default=list, editable=False
+            ),
         ),
         migrations.AddField(
             model_name="memoryentry",

@@ -73,12 +73,20 @@ class MemoryEntry(TenantOwned):
         max_length=500, blank=True, editable=False, help_text="Why the last embedding attempt failed."
     )
     archived_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Database defaults too: the bench and the scale tests insert rows with COPY / raw SQL.
     archive_reason = models.CharField(
-        max_length=300, blank=True, editable=False, help_text="Why it was archived (hygiene, review)."
+        max_length=300,
+        blank=True,
+        default="",
+        db_default="",
+        editable=False,
+        help_text="Why it was archived (hygiene, review).",
     )
     # Provenance of a memory the review merged others into: each merged entry's id,
     # text, category, session and creation time, so the archived rows may be purged.
-    merged_from = models.JSONField(default=list, blank=True, editable=False)
+    merged_from = models.JSONField(
+        default=list, db_default=models.Value([], models.JSONField()), blank=True, editable=False
+    )
     reviewed_at = models.DateTimeField(
         null=True, blank=True, editable=False, help_text="When the memory review last read it."
     )
