@@ -31,12 +31,12 @@ from django.conf import settings
 from django.db import connection
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError, InboundRequest
+from channels_app.adapters.base import AdapterError, InboundMessage, InboundRequest
 from channels_app.adapters.discord.adapter import DiscordAdapter
 from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
 from channels_app.adapters.email.adapter import EmailAdapter
 from channels_app.adapters.telegram.adapter import TelegramAdapter
-from channels_app.models import Channel, ReceiveMode
+from channels_app.models import Channel, InboundUpdate, ReceiveMode
 from claw_platform.background_loop import submit
 from claw_platform.db import db_async
 from claw_platform.tenancy.context import tenant_context
@@ -149,16 +149,38 @@ async def poll_once(channel_id: int, owner: str, *, poll_seconds: int = POLL_SEC
     return True
 
 
-def _store_discord_message(channel_id: int, data: dict[str, Any]) -> None:
+def _store_discord_message(
+    channel_id: int, data: dict[str, Any], message: InboundMessage | None = None
+) -> None:
+    """Store and dispatch a ``MESSAGE_CREATE`` (``message``: already parsed, its
+    attachments read)."""
     from channels_app.receive import receive_messages
 
     channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
     adapter = adapter_for(channel)
     assert isinstance(adapter, DiscordAdapter)
-    message = adapter.parse_message(data)
+    if message is None:
+        message = adapter.parse_message(data)
     if message is not None:
         with tenant_context(channel.tenant_id):
             receive_messages(channel, [message])
+
+
+def _seen(channel_id: int, platform_id: str) -> bool:
+    return InboundUpdate.objects.unscoped().filter(channel_id=channel_id, platform_id=platform_id).exists()
+
+
+async def _discord_with_files(channel_id: int, data: dict[str, Any]) -> InboundMessage | None:
+    """A message with attachments, parsed and its files read before it is stored
+    (not again for a replayed message already stored)."""
+    channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+    adapter = adapter_for(channel)
+    if not isinstance(adapter, DiscordAdapter):
+        return None
+    message = adapter.parse_message(data)
+    if message is None or await db_async(_seen)(channel_id, message.platform_id):
+        return message
+    return await adapter.fetch_files(message)
 
 
 def _store_slack_payload(channel_id: int, payload: dict[str, Any]) -> None:
@@ -196,7 +218,8 @@ async def hold_gateway(channel_id: int, owner: str, stop: threading.Event) -> No
     backoff = 1.0
 
     async def on_message(data: dict[str, Any]) -> None:
-        await db_async(_store_discord_message)(channel_id, data)
+        message = await _discord_with_files(channel_id, data) if data.get("attachments") else None
+        await db_async(_store_discord_message)(channel_id, data, message)
 
     async def keep_lease() -> bool:
         return bool(await db_async(claim_lease)(channel_id, owner))

@@ -46,13 +46,24 @@ class VerificationFailed(Exception):
 
 
 @dataclass(frozen=True)
+class InboundFile:
+    """A file that came with an inbound message, already read (within the caps)."""
+
+    name: str
+    content: bytes = field(repr=False)
+    media_type: str = ""
+
+
+@dataclass(frozen=True)
 class InboundMessage:
     """One message (or button press) from a platform, normalised.
 
     ``platform_id`` de-duplicates (the platform's update or event id); the
     conversation is (``chat_id``, ``sender_id``, ``thread_id``); ``is_private`` for a
     direct chat; ``addressed`` when a group message mentions or replies to the bot.
-    ``approval`` is set for a button press: ``(approval id, approved)``."""
+    ``approval`` is set for a button press: ``(approval id, approved)``. ``files``:
+    its attachments as read; ``refused_files``: why others were not read (over a
+    cap, too many), said back to the sender and to the model."""
 
     platform_id: str
     chat_id: str
@@ -65,6 +76,8 @@ class InboundMessage:
     approval: tuple[str, bool] | None = None
     callback_id: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+    files: tuple[InboundFile, ...] = ()
+    refused_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,12 @@ import time
 from collections import deque
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 
 class FakePlatform:
     name = "platform"
+    max_body_bytes = 1024 * 1024  # aiohttp's default cap on a request body
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -94,7 +95,7 @@ class FakePlatform:
         started = threading.Event()
 
         async def serve() -> None:
-            app = web.Application()
+            app = web.Application(client_max_size=self.max_body_bytes)
             self.routes(app)
             self._runner = web.AppRunner(app)
             await self._runner.setup()
@@ -345,6 +346,12 @@ class FakeCallback(FakePlatform):
 
 
 @contextlib.contextmanager
+def _invalid_form(detail: str) -> web.Response:
+    return web.json_response(
+        {"code": 50035, "message": "Invalid Form Body", "errors": {"_": detail}}, status=400
+    )
+
+
 def running(fake: FakePlatform) -> Any:
     fake.start()
     try:
@@ -406,6 +413,7 @@ class FakeDiscord(FakePlatform):
     dispatches from :meth:`push_message`)."""
 
     name = "discord"
+    max_body_bytes = 25 * 1024 * 1024
 
     def __init__(self, token: str = "discord-token", bot_id: str = "9000") -> None:
         super().__init__()
@@ -415,6 +423,69 @@ class FakeDiscord(FakePlatform):
         self.dispatches: deque[dict[str, Any]] = deque()
         self.heartbeat_interval_ms = 500
         self.gateway_frames: list[dict[str, Any]] = []
+        self.files: dict[str, tuple[bytes, str]] = {}
+
+    def host_file(
+        self, filename: str, content: bytes, *, content_type: str = "", declared_size: int | None = None
+    ) -> dict[str, Any]:
+        """Put a file on the fake CDN; the attachment object a ``MESSAGE_CREATE``
+        carries for it (``size`` as declared: the real one unless told otherwise)."""
+        attachment_id = str(next(self.ids))
+        with self.lock:
+            self.files[attachment_id] = (content, content_type)
+        url = f"{self.url}/attachments/555/{attachment_id}/{filename}?ex=6745&is=6744&hm=ab12"
+        item: dict[str, Any] = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(content) if declared_size is None else declared_size,
+            "url": url,
+            "proxy_url": url.replace("/attachments/", "/media/"),
+        }
+        if content_type:
+            item["content_type"] = content_type
+        return item
+
+    async def cdn(self, request: web.Request) -> web.StreamResponse:
+        attachment_id = request.match_info["attachment"]
+        self.record("cdn", {"id": attachment_id, "authorization": request.headers.get("Authorization", "")})
+        with self.lock:
+            hosted = self.files.get(attachment_id)
+        if hosted is None or request.query.get("hm") != "ab12":
+            return web.Response(status=404, text="Not Found")
+        content, content_type = hosted
+        return web.Response(body=content, content_type=content_type or "application/octet-stream")
+
+    async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        """A JSON body, or a ``multipart/form-data`` one as Discord reads it: the
+        message in ``payload_json``, files as ``files[n]`` (kept under ``_files``),
+        each ``attachments[].id`` naming one of them."""
+        if request.content_type != "multipart/form-data":
+            body: dict[str, Any] = await request.json()
+            return body
+        body, files = {}, []
+        reader = await request.multipart()
+        async for part in reader:
+            if not isinstance(part, BodyPartReader):
+                return _invalid_form("nested multipart")
+            if part.name == "payload_json":
+                body = json.loads(await part.text())
+            elif part.name and part.name.startswith("files[") and part.name.endswith("]"):
+                files.append(
+                    {
+                        "field": part.name,
+                        "filename": part.filename,
+                        "content_type": part.headers.get("Content-Type", ""),
+                        "content": bytes(await part.read()),
+                    }
+                )
+            else:
+                return _invalid_form(f"unknown field {part.name}")
+        fields = {f["field"] for f in files}
+        for item in body.get("attachments") or []:
+            if f"files[{item.get('id')}]" not in fields:
+                return _invalid_form(f"attachments[{item.get('id')}] names no uploaded file")
+        body["_files"] = files
+        return body
 
     @property
     def api_url(self) -> str:
@@ -427,6 +498,7 @@ class FakeDiscord(FakePlatform):
         app.router.add_post("/api/v10/webhooks/{application}/{token}", self.followup)
         app.router.add_get("/api/v10/gateway/bot", self.gateway_bot)
         app.router.add_get("/gateway/", self.gateway)
+        app.router.add_get("/attachments/{channel}/{attachment}/{filename}", self.cdn)
 
     def messages(self) -> list[dict[str, Any]]:
         """The channel as users see it: message id -> latest content, in send order."""
@@ -479,7 +551,9 @@ class FakeDiscord(FakePlatform):
         }
 
     async def create_message(self, request: web.Request) -> web.Response:
-        body = await request.json()
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         refused = self._refusal(request, "create_message", body)
         if refused is not None:
             return refused
@@ -487,7 +561,18 @@ class FakeDiscord(FakePlatform):
         body["_id"] = message_id
         body["_channel"] = request.match_info["channel"]
         self.record("create_message", body)
-        return web.json_response(self._message(message_id, request.match_info["channel"], body))
+        message = self._message(message_id, request.match_info["channel"], body)
+        message["attachments"] = [
+            {
+                "id": str(next(self.ids)),
+                "filename": f["filename"],
+                "size": len(f["content"]),
+                "content_type": f["content_type"],
+                "url": f"{self.url}/attachments/{body['_channel']}/{message_id}/{f['filename']}",
+            }
+            for f in body.get("_files", [])
+        ]
+        return web.json_response(message)
 
     async def edit_message(self, request: web.Request) -> web.Response:
         body = await request.json()

@@ -1,0 +1,143 @@
+"""Attachments that come with a chat-platform message (E23 on every platform).
+
+Inbound, an adapter reads a message's files within the caps (a platform's download
+URL through the tenant's SSRF guard, :func:`download_files`; a mail's MIME parts by
+the email adapter) into :class:`InboundFile` values, and says why it left others
+out (``refused_files``). Once the update is stored and its session known,
+:func:`store_message_files` keeps them like the web chat's uploads: images with the
+session (to a vision model with the message), other files in the sender's own
+workspace. Every cap is on the bytes actually read, never on a declared size; a
+file left out is named in a short notice to the sender and in a note to the model,
+and its metadata stays in the stored update, so nothing is lost silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from agents.actions.attachments import AttachmentRefused, Upload, do_add_attachment, files_note, safe_name
+from channels_app.adapters.base import InboundFile
+
+logger = logging.getLogger("claw.channels.attachments")
+
+DOWNLOAD_TIMEOUT_SECONDS = 30.0
+
+
+def per_message() -> int:
+    return int(settings.CLAW_CHAT_ATTACHMENTS_PER_MESSAGE)
+
+
+def attachment_cap() -> int:
+    """The most bytes one attachment may have (the larger of the image and file caps;
+    the smaller one is checked when the file is kept)."""
+    return max(int(settings.CLAW_CHAT_IMAGE_MAX_BYTES), int(settings.CLAW_CHAT_FILE_MAX_BYTES))
+
+
+def size_text(n: int) -> str:
+    if n >= 1024 * 1024:
+        return f"{n / (1024 * 1024):.1f} MB"
+    return f"{max(n // 1024, 1)} KB" if n >= 1024 else f"{n} bytes"
+
+
+def too_big(name: str, size: int | None = None, cap: int | None = None) -> str:
+    cap = attachment_cap() if cap is None else cap
+    what = f"{name} is {size_text(size)}" if size is not None else f"{name} is larger than that"
+    return f"{what}; an attachment may be at most {size_text(cap)}."
+
+
+def too_many(names: Iterable[str]) -> str:
+    left = ", ".join(names)
+    return f"At most {per_message()} attachments go with one message; not attached: {left}."
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file a platform offers for download: where, its name, the size it declares."""
+
+    url: str
+    name: str
+    declared_size: int | None = None
+    media_type: str = ""
+
+
+async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list[InboundFile], list[str]]:
+    """Read each file (at most :func:`per_message`) through the tenant's SSRF guard,
+    no redirects followed outside it, at most the cap plus one byte read of each.
+    A declared size over the cap is refused without a download; a body over the cap
+    is refused whatever was declared."""
+    from claw_platform.db import db_async
+    from tools_app.guards.ssrf import BlockedDestination
+    from tools_app.net.fetch import guarded_request
+    from tools_app.net.transports import guarded_client
+    from tools_app.runtime.network import guard_for_tenant
+
+    cap = attachment_cap()
+    files: list[InboundFile] = []
+    refused: list[str] = []
+    wanted, extra = remote[: per_message()], remote[per_message() :]
+    if extra:
+        refused.append(too_many(safe_name(r.name) for r in extra))
+    if not wanted:
+        return files, refused
+    guard = await db_async(guard_for_tenant)(tenant_id)
+    async with guarded_client(guard, timeout=DOWNLOAD_TIMEOUT_SECONDS) as client:
+        for item in wanted:
+            name = safe_name(item.name)
+            if item.declared_size is not None and item.declared_size > cap:
+                refused.append(too_big(name, item.declared_size, cap))
+                continue
+            try:
+                response = await guarded_request(client, guard, "GET", item.url, max_bytes=cap + 1)
+            except BlockedDestination as exc:
+                logger.info("attachment %s refused by the SSRF guard: %s", name, exc.message)
+                refused.append(f"{name} could not be fetched (its address is not allowed).")
+                continue
+            except Exception as exc:  # every network failure ends as a readable note
+                logger.info("attachment %s could not be fetched: %s", name, type(exc).__name__)
+                refused.append(f"{name} could not be fetched ({type(exc).__name__}).")
+                continue
+            if response.status != 200:
+                refused.append(f"{name} could not be fetched (HTTP {response.status}).")
+            elif response.truncated or len(response.body) > cap:
+                refused.append(too_big(name, None, cap))
+            elif not response.body:
+                refused.append(f"{name} is empty.")
+            else:
+                files.append(InboundFile(name, response.body, item.media_type or response.content_type))
+    return files, refused
+
+
+@dataclass
+class StoredFiles:
+    ids: list[int]
+    model_note: str  # appended to the message the model gets
+    refused: list[str]  # said back to the sender
+
+
+def store_message_files(
+    session: Any, user: Any, files: Iterable[InboundFile], refused: Iterable[str]
+) -> StoredFiles:
+    """Keep a message's files for ``user`` in ``session`` (inside the dispatch's
+    transaction); the ids to tie to the turn, and what was left out and why."""
+    kept = []
+    left_out = list(refused)
+    for item in files:
+        try:
+            kept.append(do_add_attachment(session, user, Upload(item.name, item.content)))
+        except AttachmentRefused as exc:
+            left_out.append(str(exc))
+    note = files_note(kept)
+    if left_out:
+        note += "\n\n(Not attached: " + " ".join(left_out) + ")"
+    return StoredFiles([a.pk for a in kept], note, left_out)
+
+
+def refusal_notice(refused: list[str]) -> str:
+    if not refused:
+        return ""
+    return "Not attached: " + " ".join(refused)
