@@ -39,9 +39,14 @@ def attachment_cap() -> int:
 
 
 def size_text(n: int) -> str:
-    if n >= 1024 * 1024:
-        return f"{n / (1024 * 1024):.1f} MB"
-    return f"{max(n // 1024, 1)} KB" if n >= 1024 else f"{n} bytes"
+    """``4 KB``, ``4.9 KB``, ``50 MB``: one decimal, so a size just over a cap reads as over it."""
+    if n < 1024:
+        return f"{n} bytes"
+    value, unit = (n / (1024 * 1024), "MB") if n >= 1024 * 1024 else (n / 1024, "KB")
+    shown = f"{value:.1f}".removesuffix(".0")
+    if shown == f"{int(value)}" and value > int(value):
+        shown = f"{value:.2f}"
+    return f"{shown} {unit}"
 
 
 def too_big(name: str, size: int | None = None, cap: int | None = None) -> str:

@@ -295,6 +295,11 @@ CLAW_DISCORD_API_URL = config.env_str("CLAW_DISCORD_API_URL", "https://discord.c
 # allows it (local test servers); how often a mailbox is polled, in seconds.
 CLAW_EMAIL_ALLOW_PLAINTEXT = config.env_bool("CLAW_EMAIL_ALLOW_PLAINTEXT", False)
 CLAW_EMAIL_POLL_SECONDS = config.env_int("CLAW_EMAIL_POLL_SECONDS", 30, minimum=1)
+# All attachments of one inbound mail together, on their decoded bytes (each also
+# within the chat's image and file caps).
+CLAW_EMAIL_ATTACHMENTS_TOTAL_BYTES = config.env_int(
+    "CLAW_EMAIL_ATTACHMENTS_TOTAL_BYTES", 16 * 1024 * 1024, minimum=1024
+)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "claw_platform.api.auth.ApiKeyAuthentication",

@@ -96,7 +96,7 @@ def test_over_the_cap_is_refused_with_a_clear_reply_on_the_bytes_read(
     fake_discord.wait_for(lambda f: "I only got your words." in texts(f))
     notice = next(t for t in texts(fake_discord) if t.startswith("Not attached"))
     assert "small.png is larger than that; an attachment may be at most 4 KB." in notice
-    assert "huge.pdf is 50.0 MB; an attachment may be at most 4 KB." in notice
+    assert "huge.pdf is 50 MB; an attachment may be at most 4 KB." in notice
     assert [c["id"] for c in fake_discord.calls_of("cdn")] == [liar["id"]]
     # The model hears what was left out, so it can say so.
     text = " ".join(p.get("text", "") for p in model_parts(fake_llm) if p["type"] == "text")
