@@ -13,6 +13,7 @@ and its metadata stays in the stored update, so nothing is lost silently.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from channels_app.adapters.base import InboundFile
 logger = logging.getLogger("claw.channels.attachments")
 
 DOWNLOAD_TIMEOUT_SECONDS = 30.0
+# All of one message's files: a Gateway connection reads its next frame only after
+# the message is stored, and its heartbeats (about every 41 s) must stay answered.
+DOWNLOAD_DEADLINE_SECONDS = 20.0
 
 
 def per_message() -> int:
@@ -71,8 +75,9 @@ class RemoteFile:
 
 
 async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list[InboundFile], list[str]]:
-    """Read each file (at most :func:`per_message`) through the tenant's SSRF guard,
-    no redirects followed outside it, at most the cap plus one byte read of each.
+    """Read each file (at most :func:`per_message`, all within
+    ``DOWNLOAD_DEADLINE_SECONDS``) through the tenant's SSRF guard (every redirect
+    checked again), at most the cap plus one byte read of each.
     A declared size over the cap is refused without a download; a body over the cap
     is refused whatever was declared."""
     from claw_platform.db import db_async
@@ -90,14 +95,24 @@ async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list
     if not wanted:
         return files, refused
     guard = await db_async(guard_for_tenant)(tenant_id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DOWNLOAD_DEADLINE_SECONDS
     async with guarded_client(guard, timeout=DOWNLOAD_TIMEOUT_SECONDS) as client:
         for item in wanted:
             name = safe_name(item.name)
             if item.declared_size is not None and item.declared_size > cap:
                 refused.append(too_big(name, item.declared_size, cap))
                 continue
+            left = deadline - loop.time()
+            if left <= 0:
+                refused.append(f"{name} could not be fetched in time.")
+                continue
             try:
-                response = await guarded_request(client, guard, "GET", item.url, max_bytes=cap + 1)
+                async with asyncio.timeout(left):
+                    response = await guarded_request(client, guard, "GET", item.url, max_bytes=cap + 1)
+            except TimeoutError:
+                refused.append(f"{name} could not be fetched in time.")
+                continue
             except BlockedDestination as exc:
                 logger.info("attachment %s refused by the SSRF guard: %s", name, exc.message)
                 refused.append(f"{name} could not be fetched (its address is not allowed).")

@@ -126,6 +126,23 @@ def test_an_address_outside_the_allow_list_is_not_fetched(discord, fake_discord,
     assert not fake_discord.calls_of("cdn")
 
 
+def test_a_slow_download_is_cut_at_the_messages_deadline(caps, discord, fake_discord, monkeypatch):
+    # The Gateway reads its next frame only after the message is stored: the files of
+    # one message get one deadline, then the rest are refused.
+    monkeypatch.setattr("channels_app.attachments.DOWNLOAD_DEADLINE_SECONDS", 0.5)
+    adapter = DiscordAdapter(Channel.objects.unscoped().get(pk=discord.pk))
+    slow = fake_discord.host_file("slow.png", PNG, delay=3.0)
+    later = fake_discord.host_file("later.png", PNG)
+    parsed = adapter.parse_message(message("", attachments=[slow, later]))
+    assert parsed is not None
+    fetched = asyncio.run(adapter.fetch_files(parsed))
+    assert fetched.files == ()
+    assert fetched.refused_files == (
+        "slow.png could not be fetched in time.",
+        "later.png could not be fetched in time.",
+    )
+
+
 def test_a_file_is_sent_as_multipart_and_a_rate_limit_retried(discord, fake_discord):
     adapter = DiscordAdapter(Channel.objects.unscoped().get(pk=discord.pk))
     target = Target("555")

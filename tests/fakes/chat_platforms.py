@@ -424,15 +424,25 @@ class FakeDiscord(FakePlatform):
         self.heartbeat_interval_ms = 500
         self.gateway_frames: list[dict[str, Any]] = []
         self.files: dict[str, tuple[bytes, str]] = {}
+        self.delays: dict[str, float] = {}
 
     def host_file(
-        self, filename: str, content: bytes, *, content_type: str = "", declared_size: int | None = None
+        self,
+        filename: str,
+        content: bytes,
+        *,
+        content_type: str = "",
+        declared_size: int | None = None,
+        delay: float = 0.0,
     ) -> dict[str, Any]:
-        """Put a file on the fake CDN; the attachment object a ``MESSAGE_CREATE``
-        carries for it (``size`` as declared: the real one unless told otherwise)."""
+        """Put a file on the fake CDN (answered after ``delay`` seconds); the
+        attachment object a ``MESSAGE_CREATE`` carries for it (``size`` as declared:
+        the real one unless told otherwise)."""
         attachment_id = str(next(self.ids))
         with self.lock:
             self.files[attachment_id] = (content, content_type)
+            if delay:
+                self.delays[attachment_id] = delay
         url = f"{self.url}/attachments/555/{attachment_id}/{filename}?ex=6745&is=6744&hm=ab12"
         item: dict[str, Any] = {
             "id": attachment_id,
@@ -453,6 +463,7 @@ class FakeDiscord(FakePlatform):
         if hosted is None or request.query.get("hm") != "ab12":
             return web.Response(status=404, text="Not Found")
         content, content_type = hosted
+        await asyncio.sleep(self.delays.get(attachment_id, 0.0))
         return web.Response(body=content, content_type=content_type or "application/octet-stream")
 
     async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
