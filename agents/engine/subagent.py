@@ -55,6 +55,7 @@ SUBAGENT_TOOL_DENY_ALWAYS = frozenset(
         "memory_write",
         "schedule_task",
         "export_chat",
+        "send_file",
     }
 )
 # OpenClaw's SUBAGENT_TOOL_DENY_LEAF: what a sub-agent at max depth also loses.

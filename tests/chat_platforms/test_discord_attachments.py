@@ -181,3 +181,38 @@ def test_a_file_is_sent_as_multipart_and_a_rate_limit_retried(discord, fake_disc
     assert json.dumps(fake_discord.calls_of("!create_message")[-1]["attachments"]) == json.dumps(
         [{"id": 0, "filename": "a.txt"}]
     )
+
+
+def test_the_agent_sends_a_workspace_file_back_through_the_worker(
+    caps, discord, gateway, fake_discord, fake_llm, inline_runs, live_agent
+):
+    own = workspace_path(
+        tenant_id=live_agent.tenant.pk,
+        agent_id=live_agent.agent.pk,
+        agent_type=OPEN,
+        user_id=live_agent.member.pk,
+    )
+    own.mkdir(parents=True, exist_ok=True)
+    (own / "report.csv").write_bytes(b"month,total\nnov,42\n")
+    fake_llm.script(
+        FakeTurn(tool_calls=[("send_file", {"path": "report.csv", "caption": "The report."}, "call_send")]),
+        FakeTurn(text="Sent you the report."),
+    )
+    fake_discord.push_message(message("send me the report"))
+    fake_discord.wait_for(lambda f: "Sent you the report." in texts(f))
+    [upload] = [b for b in fake_discord.calls_of("create_message") if b.get("_files")]
+    assert upload["content"] == "The report."
+    assert upload["_files"][0]["filename"] == "report.csv"
+    assert upload["_files"][0]["content"] == b"month,total\nnov,42\n"
+    result = [m for m in fake_llm.requests[-1].json["messages"] if m.get("role") == "tool"][-1]
+    assert result["content"] == "Sent report.csv (19 bytes) to the chat."
+
+
+def test_send_file_in_a_web_chat_is_refused_with_a_reason(caps, live_agent):
+    from tests.tools.helpers import Run as ToolRun
+
+    run = ToolRun(live_agent.agent, live_agent.member)
+    (run.workspace / "a.txt").write_text("x")
+    web = run.call("send_file", path="a.txt")
+    assert web.is_error
+    assert "not on a chat platform" in web.content

@@ -217,3 +217,36 @@ def test_a_reply_carries_a_file_and_keeps_its_long_text_as_the_body(mailbox, fak
     with pytest.raises(EmailError) as busy:
         asyncio.run(adapter.send_attachment(target, "photo.png", PNG))
     assert busy.value.retryable is True
+
+
+def test_the_agent_mails_a_workspace_file_in_the_thread_through_the_worker(
+    caps, mailbox, worker, fake_mail, fake_llm, inline_runs, live_agent
+):
+    from tools_app.workspace import OPEN, workspace_path
+
+    own = workspace_path(
+        tenant_id=live_agent.tenant.pk,
+        agent_id=live_agent.agent.pk,
+        agent_type=OPEN,
+        user_id=live_agent.member.pk,
+    )
+    own.mkdir(parents=True, exist_ok=True)
+    (own / "summary.md").write_text("# Summary\n\nAll good.\n")
+    fake_llm.script(
+        FakeTurn(tool_calls=[("send_file", {"path": "summary.md", "caption": "Attached."}, "call_mail")]),
+        FakeTurn(text="I mailed you the summary."),
+    )
+    asked = mail("Could you send the summary?", subject="Summary please")
+    fake_mail.deliver(asked)
+    fake_mail.wait_for(lambda f: len(f.sent_mail()) >= 2)
+    with_file, answer = fake_mail.sent_mail()
+    assert with_file.get_content_type() == "multipart/mixed"
+    assert with_file["Subject"] == "Re: Summary please"
+    assert with_file["In-Reply-To"] == asked["Message-ID"]
+    body = with_file.get_body(preferencelist=("plain",))
+    assert body is not None
+    assert body.get_content().strip() == "Attached."
+    [file] = list(with_file.iter_attachments())
+    assert file.get_filename() == "summary.md"
+    assert file.get_payload(decode=True) == b"# Summary\n\nAll good.\n"
+    assert answer.get_content().strip() == "I mailed you the summary."
