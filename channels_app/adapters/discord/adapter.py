@@ -16,6 +16,11 @@ A message id (snowflake) de-duplicates; a direct message (no ``guild_id``) is al
 answered, a guild message only when it mentions the bot (``bot_username`` holds the
 bot's user id) or replies to it. Replies are split at 2,000 characters and grow in
 place (``PATCH``). 429s carry ``retry_after`` in the JSON body (seconds, a float).
+
+A message's ``attachments`` (url, size, content_type, filename) are kept in the
+update and read by :meth:`DiscordAdapter.fetch_files` before it is stored
+(:mod:`channels_app.attachments`: SSRF guard, caps on the bytes read). Files go out
+as ``multipart/form-data``: the message as ``payload_json``, the file as ``files[0]``.
 """
 
 from __future__ import annotations
