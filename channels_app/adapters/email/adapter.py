@@ -127,7 +127,7 @@ class EmailAdapter(ChannelAdapter):
         subject = re.sub(r"[\x00\r\n]+", " ", str(mail.get("Subject", "")))[:300]
         attached = mail_files(mail, body)
         text += attached.forwarded
-        if not text and not attached.files:
+        if not text:
             text = subject
         name = getaddresses([str(mail.get("From", ""))])[0][0]
         return InboundMessage(
