@@ -166,19 +166,29 @@ def _store_discord_message(
             receive_messages(channel, [message])
 
 
-def _seen(channel_id: int, platform_id: str) -> bool:
-    return InboundUpdate.objects.unscoped().filter(channel_id=channel_id, platform_id=platform_id).exists()
+def _fetch_wanted(channel: Channel, message: InboundMessage) -> bool:
+    """Whether a message's files are worth reading: addressed to the bot, from a
+    linked sender (or on a channel open to everyone), not stored before (a replay)."""
+    from channels_app.models import ChannelLink
+
+    if not message.addressed:
+        return False
+    if InboundUpdate.objects.unscoped().filter(channel=channel, platform_id=message.platform_id).exists():
+        return False
+    return channel.open_to_everyone or (
+        ChannelLink.objects.unscoped().filter(channel=channel, platform_user_id=message.sender_id).exists()
+    )
 
 
 async def _discord_with_files(channel_id: int, data: dict[str, Any]) -> InboundMessage | None:
     """A message with attachments, parsed and its files read before it is stored
-    (not again for a replayed message already stored)."""
+    (not for a sender the bot does not answer, nor again for a replayed message)."""
     channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
     adapter = adapter_for(channel)
     if not isinstance(adapter, DiscordAdapter):
         return None
     message = adapter.parse_message(data)
-    if message is None or await db_async(_seen)(channel_id, message.platform_id):
+    if message is None or not await db_async(_fetch_wanted)(channel, message):
         return message
     return await adapter.fetch_files(message)
 

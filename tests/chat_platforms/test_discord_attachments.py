@@ -115,6 +115,15 @@ def test_over_the_cap_is_refused_with_a_clear_reply_on_the_bytes_read(
     assert update.run_id is None
 
 
+def test_files_of_an_unlinked_sender_are_not_downloaded(caps, discord, gateway, fake_discord):
+    stranger = message("hi", attachments=[fake_discord.host_file("a.png", PNG)])
+    stranger["author"] = {"id": "777", "username": "eve"}
+    fake_discord.push_message(stranger)
+    fake_discord.wait_for(lambda f: any("linked members only" in t for t in texts(f)))
+    assert not fake_discord.calls_of("cdn")
+    assert InboundUpdate.objects.unscoped().get(platform_id=stranger["id"]).status == InboundStatus.REFUSED
+
+
 def test_an_address_outside_the_allow_list_is_not_fetched(discord, fake_discord, settings, tmp_path):
     settings.VAR_DIR = tmp_path
     adapter = DiscordAdapter(Channel.objects.unscoped().get(pk=discord.pk))
