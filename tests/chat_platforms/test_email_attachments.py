@@ -162,6 +162,21 @@ def test_the_mime_tree_is_read_part_by_part_with_decoded_names_and_caps(caps, li
     )
 
 
+def test_undecodable_and_control_characters_in_a_name_are_made_storable(caps, live_agent):
+    raw = (
+        f"From: {USER}\r\nTo: {BOT}\r\nSubject: x\r\nMIME-Version: 1.0\r\n"
+        'Content-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\nContent-Type: text/plain\r\n\r\nhi\r\n'
+        "--b\r\nContent-Type: text/plain\r\n"
+    ).encode() + (b'Content-Disposition: attachment; filename="r\xe9sum\xe9\x00.txt"\r\n\r\nabc\r\n--b--\r\n')
+    channel = Channel(tenant_id=live_agent.tenant.pk, account_id=BOT, name="mail")
+    message = EmailAdapter(channel).parse_mail(9, raw)
+    assert message is not None
+    [meta] = message.raw["attachments"]
+    assert meta["filename"] == "r\ufffdsum\ufffd.txt"  # no NUL, no lone surrogate: jsonb takes it
+    meta["filename"].encode("utf-8")
+    assert [f.content for f in message.files] == [b"abc"]
+
+
 def test_an_image_reaches_the_model_through_the_worker_and_a_refusal_is_answered(
     caps, mailbox, worker, fake_mail, fake_llm, inline_runs, live_agent
 ):

@@ -61,6 +61,7 @@ SUCCESS_STYLE, DANGER_STYLE = 3, 4
 # A model's text never pings @everyone, roles or users.
 NO_PINGS: dict[str, Any] = {"allowed_mentions": {"parse": []}}
 _SNOWFLAKE = re.compile(r"^\d{1,25}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A bot may upload 10 MB per message unless its server is boosted (the default tier).
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_ATTACHMENT_REFS = 10  # Discord's own limit per message
@@ -74,15 +75,20 @@ def attachment_refs(value: Any) -> list[dict[str, Any]]:
         if not isinstance(item, dict):
             continue
         url, name, size = item.get("url"), item.get("filename"), item.get("size")
-        if not isinstance(url, str) or not url.startswith(("https://", "http://")) or len(url) > 2000:
+        if (
+            not isinstance(url, str)
+            or not url.startswith(("https://", "http://"))
+            or len(url) > 2000
+            or _CONTROL.search(url)
+        ):
             continue
         refs.append(
             {
-                "id": str(item.get("id", ""))[:30],
+                "id": _CONTROL.sub("", str(item.get("id", "")))[:30],
                 "url": url,
-                "filename": str(name or "attachment")[:255],
-                "size": size if isinstance(size, int) and size >= 0 else None,
-                "content_type": str(item.get("content_type") or "")[:100],
+                "filename": _CONTROL.sub("", str(name or ""))[:255] or "attachment",
+                "size": size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
+                "content_type": _CONTROL.sub("", str(item.get("content_type") or ""))[:100],
             }
         )
     return refs[:MAX_ATTACHMENT_REFS]

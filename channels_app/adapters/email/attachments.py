@@ -34,7 +34,17 @@ FORWARDED_TEXT_CHARS = 8000
 SKIPPED_TYPES = frozenset(
     {"application/pgp-signature", "application/pkcs7-signature", "application/pgp-keys"}
 )
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # never stored (jsonb refuses NUL)
 _SUFFIX = {"image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp"}
+
+
+def storable(text: str, *, keep_lines: bool = False) -> str:
+    """``text`` without control characters (jsonb refuses NUL) and without the lone
+    surrogates undecodable header bytes become (a database driver refuses them)."""
+    text = text.encode("utf-8", "replace").decode("utf-8")
+    if keep_lines:
+        return text.replace("\x00", "")
+    return _CONTROL.sub("", text)
 
 
 def total_cap() -> int:
@@ -102,8 +112,8 @@ def _forwarded(nested: EmailMessage, found: MailFiles, depth: int) -> None:
     room = FORWARDED_TEXT_CHARS - len(found.forwarded)
     if room > 200:
         block = f"\n\n---------- Forwarded message ----------\nFrom: {sender}\nSubject: {subject}\n\n"
-        block += text.replace("\x00", "").strip()
-        found.forwarded += block[:room]
+        block += text.strip()
+        found.forwarded += storable(block[:room], keep_lines=True)
     _walk(nested, text_part, found, depth)
 
 
@@ -121,7 +131,9 @@ def _take(part: EmailMessage, filename: str | None, content_type: str, found: Ma
             name = f"image-{n}{_SUFFIX[kind]}"
         else:
             name = f"attachment-{n}{mimetypes.guess_extension(content_type) or ''}"
-    found.meta.append({"filename": name[:255], "content_type": content_type[:100], "size": len(data)})
+    content_type = storable(content_type)[:100]
+    name = storable(name)[:255] or f"attachment-{n}"
+    found.meta.append({"filename": name, "content_type": content_type, "size": len(data)})
     shown = safe_name(name)
     cap = attachment_cap()
     if not data:
