@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
 from django.conf import settings
 
 from agents.actions.attachments import AttachmentRefused, Upload, do_add_attachment, files_note, safe_name
@@ -129,6 +131,108 @@ async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list
                 refused.append(f"{name} is empty.")
             else:
                 files.append(InboundFile(name, response.body, item.media_type or response.content_type))
+    return files, refused
+
+
+# Files of a webhook platform are read after the platform is answered (the update is
+# stored first), so one message's files may take longer together.
+BACKGROUND_DEADLINE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """What one download gave: the HTTP status, the bytes read (at most the cap plus
+    one), whether the body went on past that, and its content type."""
+
+    status: int
+    body: bytes = b""
+    truncated: bool = False
+    content_type: str = ""
+
+
+class NotFetched(Exception):
+    """A file the platform would not hand over (said back as the reason)."""
+
+
+@dataclass(frozen=True)
+class PlatformFile:
+    """A file a platform API hands over with its own steps (Telegram ``getFile``,
+    WhatsApp's media URL, Slack's bearer download): ``fetch(max_bytes)`` reads it."""
+
+    name: str
+    fetch: Callable[[int], Awaitable[Fetched]]
+    declared_size: int | None = None
+    media_type: str = ""
+
+
+async def read_capped(
+    client: httpx.AsyncClient, url: str, max_bytes: int, headers: dict[str, str] | None = None
+) -> Fetched:
+    """GET ``url`` (no redirects followed: a credential never travels on), reading at
+    most ``max_bytes`` of the body whatever its ``Content-Length`` says."""
+    async with client.stream("GET", url, headers=headers or {}, follow_redirects=False) as response:
+        content_type = response.headers.get("content-type", "").split(";")[0].strip()
+        if response.status_code != 200:
+            return Fetched(response.status_code, content_type=content_type)
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) >= max_bytes:
+                return Fetched(200, bytes(body[:max_bytes]), True, content_type)
+        return Fetched(200, bytes(body), False, content_type)
+
+
+def same_origin(url: str, allowed: Iterable[str]) -> bool:
+    """Whether ``url`` is on one of the ``allowed`` origins (``https://host[:port]``)."""
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}".lower()
+    return any(origin == f"{urlsplit(a).scheme}://{urlsplit(a).netloc}".lower() for a in allowed)
+
+
+async def read_platform_files(
+    items: list[PlatformFile], *, deadline_seconds: float = BACKGROUND_DEADLINE_SECONDS
+) -> tuple[list[InboundFile], list[str]]:
+    """Read each file (at most :func:`per_message`, all within ``deadline_seconds``),
+    at most the cap plus one byte of each: a declared size over the cap is refused
+    without a download, a body over the cap whatever was declared."""
+    cap = attachment_cap()
+    files: list[InboundFile] = []
+    refused: list[str] = []
+    wanted, extra = items[: per_message()], items[per_message() :]
+    if extra:
+        refused.append(too_many(safe_name(r.name) for r in extra))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deadline_seconds
+    for item in wanted:
+        name = safe_name(item.name)
+        if item.declared_size is not None and item.declared_size > cap:
+            refused.append(too_big(name, item.declared_size, cap))
+            continue
+        left = deadline - loop.time()
+        if left <= 0:
+            refused.append(f"{name} could not be fetched in time.")
+            continue
+        try:
+            async with asyncio.timeout(left):
+                got = await item.fetch(cap + 1)
+        except TimeoutError:
+            refused.append(f"{name} could not be fetched in time.")
+            continue
+        except NotFetched as exc:
+            refused.append(f"{name} could not be fetched ({exc}).")
+            continue
+        except Exception as exc:  # every network failure ends as a readable note
+            logger.info("attachment %s could not be fetched: %s", name, type(exc).__name__)
+            refused.append(f"{name} could not be fetched ({type(exc).__name__}).")
+            continue
+        if got.status != 200:
+            refused.append(f"{name} could not be fetched (HTTP {got.status}).")
+        elif got.truncated or len(got.body) > cap:
+            refused.append(too_big(name, None, cap))
+        elif not got.body:
+            refused.append(f"{name} is empty.")
+        else:
+            files.append(InboundFile(name, got.body, item.media_type or got.content_type))
     return files, refused
 
 

@@ -183,6 +183,16 @@ class ChannelAdapter:
         """The messages in a verified request (none: an event the agent ignores)."""
         raise NotImplementedError
 
+    def offers_files(self, message: InboundMessage) -> bool:
+        """Whether the message carries files still to be read (by :meth:`fetch_files`
+        once it is stored, after the platform is answered)."""
+        return False
+
+    async def fetch_files(self, message: InboundMessage) -> InboundMessage:
+        """The message with its files read (``files``) or the reasons they were not
+        (``refused_files``)."""
+        return message
+
     # -------------------------------------------------------------- outbound
 
     async def send_text(self, target: Target, text: str) -> str:

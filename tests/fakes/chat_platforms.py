@@ -136,9 +136,46 @@ class FakeTelegram(FakePlatform):
         super().__init__()
         self.token = token
         self.updates: deque[dict[str, Any]] = deque()
+        self.hosted: dict[str, tuple[str, bytes, int]] = {}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/bot{token}/{method}", self.handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self.file)
+
+    def host_file(self, content: bytes, *, file_path: str, file_size: int | None = None) -> dict[str, Any]:
+        """Keep a file for ``getFile``; its ``file_id``/``file_unique_id``/``file_size``
+        (as a ``PhotoSize`` or ``Document`` carries them; ``file_size`` as declared)."""
+        file_id = f"AgAC{next(self.ids)}"
+        declared = len(content) if file_size is None else file_size
+        with self.lock:
+            self.hosted[file_id] = (file_path, content, declared)
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": declared}
+
+    async def file(self, request: web.Request) -> web.Response:
+        self.record("file", {"path": request.match_info["path"]})
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401, text="Unauthorized")
+        with self.lock:
+            found = [c for p, c, _ in self.hosted.values() if p == request.match_info["path"]]
+        if not found:
+            return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"}, status=404)
+        return web.Response(body=found[0], content_type="application/octet-stream")
+
+    def get_file(self, body: dict[str, Any]) -> web.Response:
+        """``getFile``: the file's path, or Bot API's refusal of one over 20 MB."""
+        with self.lock:
+            hosted = self.hosted.get(str(body.get("file_id")))
+        if hosted is None:
+            return web.json_response(
+                {"ok": False, "error_code": 400, "description": "Bad Request: invalid file_id"}, status=400
+            )
+        path, _content, declared = hosted
+        if declared > 20 * 1024 * 1024:
+            return web.json_response(
+                {"ok": False, "error_code": 400, "description": "Bad Request: file is too big"}, status=400
+            )
+        result = {"file_id": body["file_id"], "file_unique_id": f"u{body['file_id']}"}
+        return web.json_response({"ok": True, "result": {**result, "file_size": declared, "file_path": path}})
 
     def messages(self) -> list[dict[str, Any]]:
         """The chat as the user sees it: message id -> latest text, in send order."""
@@ -195,6 +232,9 @@ class FakeTelegram(FakePlatform):
         if method == "editMessageText":
             self.record(method, body)
             return web.json_response({"ok": True, "result": {"message_id": body["message_id"]}})
+        if method == "getFile":
+            self.record(method, body)
+            return self.get_file(body)
         self.record(method, body)
         return web.json_response({"ok": True, "result": True})
 
