@@ -257,11 +257,49 @@ class FakeSlack(FakePlatform):
         self.acks: list[str] = []
         self.sockets_opened = 0
         self.redeliver_after = 1.0
+        self.hosted: dict[str, bytes] = {}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/api/apps.connections.open", self.connections_open)
         app.router.add_post("/api/{method}", self.handle)
         app.router.add_get("/link/", self.socket)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self.file)
+
+    def host_file(
+        self, name: str, content: bytes, *, mimetype: str = "", size: int | None = None
+    ) -> dict[str, Any]:
+        """Keep a file on the fake file host; the file object a ``message`` event's
+        ``files`` carries for it (``size`` as declared: the real one unless told)."""
+        file_id = f"F{next(self.ids)}"
+        with self.lock:
+            self.hosted[file_id] = content
+        base = f"{self.url}/files-pri/T0001-{file_id}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype or "application/octet-stream",
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(content) if size is None else size,
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": f"{base}/{name}",
+            "url_private_download": f"{base}/download/{name}",
+        }
+
+    async def file(self, request: web.Request) -> web.Response:
+        """``url_private_download``: the bytes with the bot token as a bearer; without
+        it, Slack's redirect to the sign-in page."""
+        authorization = request.headers.get("Authorization", "")
+        self.record("file", {"path": request.path, "authorization": authorization})
+        if authorization != f"Bearer {self.token}":
+            raise web.HTTPFound(f"{self.url}/?redir=%2Ffiles-pri")
+        file_id = request.match_info["team_file"].split("-", 1)[-1]
+        with self.lock:
+            content = self.hosted.get(file_id)
+        if content is None:
+            return web.Response(status=404, text="file_not_found")
+        return web.Response(body=content, content_type="application/octet-stream")
 
     def push_envelope(self, kind: str, payload: dict[str, Any]) -> str:
         envelope_id = f"env-{next(self.ids)}"
