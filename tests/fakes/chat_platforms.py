@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import threading
@@ -449,9 +450,71 @@ class FakeWhatsApp(FakePlatform):
         super().__init__()
         self.token = token
         self.phone_id = phone_id
+        self.media_objects: dict[str, tuple[bytes, str, int, str]] = {}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{phone_id}/messages", self.handle)
+        app.router.add_get("/whatsapp_business/attachments/", self.download)
+        app.router.add_get("/{media_id}", self.media)
+
+    def host_media(
+        self, content: bytes, mime_type: str, *, file_size: int | None = None, sha256: str | None = None
+    ) -> str:
+        """Keep a media object; its id, as an ``image`` / ``document`` message carries it."""
+        media_id = str(next(self.ids) + 700_000_000_000)
+        declared = len(content) if file_size is None else file_size
+        digest = hashlib.sha256(content).hexdigest() if sha256 is None else sha256
+        with self.lock:
+            self.media_objects[media_id] = (content, mime_type, declared, digest)
+        return media_id
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization") == f"Bearer {self.token}"
+
+    async def media(self, request: web.Request) -> web.Response:
+        """``GET /<media id>``: the media object (a URL valid for five minutes)."""
+        media_id = request.match_info["media_id"]
+        self.record("media", {"id": media_id})
+        if not self._authorized(request):
+            return web.json_response(
+                {"error": {"message": "Invalid OAuth access token", "code": 190}}, status=401
+            )
+        with self.lock:
+            found = self.media_objects.get(media_id)
+        if found is None:
+            return web.json_response(
+                {
+                    "error": {
+                        "message": "Unsupported get request.",
+                        "type": "GraphMethodException",
+                        "code": 100,
+                    }
+                },
+                status=400,
+            )
+        _content, mime_type, declared, digest = found
+        return web.json_response(
+            {
+                "messaging_product": "whatsapp",
+                "url": f"{self.url}/whatsapp_business/attachments/?mid={media_id}&ext=1700000300&hash=ATu",
+                "mime_type": mime_type,
+                "sha256": digest,
+                "file_size": str(declared),
+                "id": media_id,
+            }
+        )
+
+    async def download(self, request: web.Request) -> web.Response:
+        """The media URL: the bytes, with the token as a bearer (401 without)."""
+        media_id = request.query.get("mid", "")
+        self.record("download", {"id": media_id, "authorization": request.headers.get("Authorization", "")})
+        if not self._authorized(request):
+            return web.Response(status=401)
+        with self.lock:
+            found = self.media_objects.get(media_id)
+        if found is None:
+            return web.Response(status=404)
+        return web.Response(body=found[0], content_type=found[1])
 
     async def handle(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != f"Bearer {self.token}" or (
