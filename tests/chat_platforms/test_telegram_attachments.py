@@ -6,6 +6,7 @@ image reaching a vision model as an image part, refusals said back, nothing lost
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Any
 
 import pytest
@@ -112,3 +113,29 @@ def test_files_of_an_unlinked_sender_are_not_fetched(caps, telegram, fake_telegr
     fake_telegram.wait_for(lambda f: any("linked members only" in t for t in final_texts(f)))
     assert not fake_telegram.calls_of("getFile")
     assert InboundUpdate.objects.unscoped().get(channel=telegram).status == InboundStatus.REFUSED
+
+
+def test_the_webhook_is_answered_before_the_files_are_read(
+    caps, telegram, fake_telegram, fake_llm, inline_runs
+):
+    fake_llm.script(FakeTurn(text="Seen it."))
+    sizes = photo_sizes(fake_telegram, (png(), 90, None))
+    fake_telegram.files_open.clear()
+    safety = threading.Timer(15, fake_telegram.files_open.set)  # a blocking ack would hang, not pass
+    safety.start()
+    try:
+        response = post(telegram, update("", photo=sizes))
+        # Answered and stored while the download still waits on the file host.
+        assert response.status_code == 200
+        assert not fake_telegram.files_open.is_set()
+        stored = InboundUpdate.objects.unscoped().get(channel=telegram)
+        assert stored.status == InboundStatus.RECEIVED
+        assert not fake_telegram.calls_of("file")
+        fake_telegram.files_open.set()
+        fake_telegram.wait_for(lambda f: "Seen it." in final_texts(f))
+    finally:
+        safety.cancel()
+        fake_telegram.files_open.set()
+    stored.refresh_from_db()
+    assert stored.status == InboundStatus.ANSWERED
+    assert Attachment.objects.unscoped().filter(session__channel="telegram", kind="image").count() == 1

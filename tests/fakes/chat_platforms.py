@@ -138,6 +138,8 @@ class FakeTelegram(FakePlatform):
         self.token = token
         self.updates: deque[dict[str, Any]] = deque()
         self.hosted: dict[str, tuple[str, bytes, int]] = {}
+        self.files_open = threading.Event()
+        self.files_open.set()
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/bot{token}/{method}", self.handle)
@@ -153,6 +155,10 @@ class FakeTelegram(FakePlatform):
         return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": declared}
 
     async def file(self, request: web.Request) -> web.Response:
+        """``GET /file/bot<token>/<file_path>``: the bytes (held while ``files_open``
+        is clear, so a test can see what happens before a download ends)."""
+        if not self.files_open.is_set():
+            await asyncio.to_thread(self.files_open.wait, 30)
         self.record("file", {"path": request.match_info["path"]})
         if request.match_info["token"] != self.token:
             return web.Response(status=401, text="Unauthorized")
