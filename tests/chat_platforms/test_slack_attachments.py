@@ -12,7 +12,7 @@ import pytest
 
 from agents.models import Attachment, ModelProfile
 from channels_app.models import InboundStatus, InboundUpdate
-from tests.chat_platforms import test_slack
+from tests.chat_platforms import test_slack, test_slack_socket_mode
 from tests.chat_platforms.test_slack import event, post_json, texts
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.ui.test_pickers_and_attachments import png
@@ -21,6 +21,8 @@ from tools_app.workspace import OPEN, workspace_path
 pytestmark = pytest.mark.django_db(transaction=True)
 
 slack = test_slack.slack  # direct messages from linked user U42
+socket_slack = test_slack_socket_mode.socket_slack  # the same over Socket Mode, from a worker
+worker = test_slack_socket_mode.worker
 
 PNG = png()
 
@@ -124,3 +126,16 @@ def test_files_of_a_message_the_bot_does_not_answer_are_not_fetched(caps, slack,
     assert not fake_slack.calls_of("file")
     statuses = sorted(InboundUpdate.objects.unscoped().filter(channel=slack).values_list("status", flat=True))
     assert statuses == [InboundStatus.IGNORED, InboundStatus.REFUSED]
+
+
+def test_files_over_socket_mode_are_read_after_the_envelope_is_acknowledged(
+    caps, socket_slack, worker, fake_slack, fake_llm, inline_runs
+):
+    fake_llm.script(FakeTurn(text="Seen over the socket."))
+    image = fake_slack.host_file("photo.png", PNG, mimetype="image/png")
+    envelope = fake_slack.push_envelope("events_api", shared("and this?", [image]))
+    fake_slack.wait_for(lambda f: "Seen over the socket." in texts(f))
+    assert envelope in fake_slack.acks
+    url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    assert {"type": "image_url", "image_url": {"url": url}} in model_parts(fake_llm)
+    assert [c["authorization"] for c in fake_slack.calls_of("file")] == ["Bearer xoxb-slack-token"]
