@@ -5,6 +5,7 @@ image reaching a vision model as an image part, refusals said back, nothing lost
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import threading
 from typing import Any
@@ -13,7 +14,8 @@ import pytest
 
 from agents.models import Attachment, ModelProfile
 from channels_app.models import InboundStatus, InboundUpdate
-from tests.chat_platforms import test_telegram
+from channels_app.polling import run_pollers
+from tests.chat_platforms import test_telegram, test_telegram_polling
 from tests.chat_platforms.test_telegram import final_texts, post, update
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.ui.test_pickers_and_attachments import png
@@ -21,6 +23,7 @@ from tests.ui.test_pickers_and_attachments import png
 pytestmark = pytest.mark.django_db(transaction=True)
 
 telegram = test_telegram.telegram  # a private chat with linked sender 42
+polled = test_telegram_polling.polled  # the same by long polling from a worker
 
 
 @pytest.fixture
@@ -139,3 +142,21 @@ def test_the_webhook_is_answered_before_the_files_are_read(
     stored.refresh_from_db()
     assert stored.status == InboundStatus.ANSWERED
     assert Attachment.objects.unscoped().filter(session__channel="telegram", kind="image").count() == 1
+
+
+def test_a_polled_photo_is_read_by_the_worker(caps, polled, fake_telegram, fake_llm, inline_runs):
+    fake_llm.script(FakeTurn(text="Polled and seen."))
+    fake_telegram.updates.append(update("", photo=photo_sizes(fake_telegram, (png(), 90, None))))
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lambda: asyncio.run(run_pollers(stop, "worker-1", scan_seconds=0.2)), daemon=True
+    )
+    thread.start()
+    try:
+        fake_telegram.wait_for(lambda f: "Polled and seen." in final_texts(f))
+    finally:
+        stop.set()
+        thread.join(timeout=40)
+    url = "data:image/png;base64," + base64.b64encode(png()).decode()
+    assert {"type": "image_url", "image_url": {"url": url}} in model_parts(fake_llm)
+    assert InboundUpdate.objects.unscoped().get(channel=polled).status == InboundStatus.ANSWERED
