@@ -1,9 +1,11 @@
 """Attachments that come with a chat-platform message (E23 on every platform).
 
 Inbound, an adapter reads a message's files within the caps (a platform's download
-URL through the tenant's SSRF guard, :func:`download_files`; a mail's MIME parts by
-the email adapter) into :class:`InboundFile` values, and says why it left others
-out (``refused_files``). Once the update is stored and its session known,
+URL through the tenant's SSRF guard, :func:`download_files`; a platform API's own
+steps with its credential, :func:`read_platform_files` — Telegram ``getFile``, Slack
+``url_private_download``, WhatsApp's media URL, read after the webhook is answered
+(``channels_app.receive``); a mail's MIME parts by the email adapter) into
+:class:`InboundFile` values, and says why it left others out (``refused_files``). Once the update is stored and its session known,
 :func:`store_message_files` keeps them like the web chat's uploads: images with the
 session (to a vision model with the message), other files in the sender's own
 workspace. Every cap is on the bytes actually read, never on a declared size; a
