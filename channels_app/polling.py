@@ -31,14 +31,14 @@ from django.conf import settings
 from django.db import connection
 
 from channels_app.adapters import adapter_for
-from channels_app.adapters.base import AdapterError, InboundRequest, parsed_or_skipped
+from channels_app.adapters.base import AdapterError, InboundMessage, InboundRequest, parsed_or_skipped
 from channels_app.adapters.discord.adapter import DiscordAdapter
 from channels_app.adapters.discord.gateway import GatewayConnection, GatewayState, LeaseLost
 from channels_app.adapters.email import trust as sender_trust
 from channels_app.adapters.email.adapter import EmailAdapter
 from channels_app.adapters.email.trust import Verdict
 from channels_app.adapters.telegram.adapter import TelegramAdapter
-from channels_app.models import Channel, ReceiveMode
+from channels_app.models import Channel, InboundUpdate, ReceiveMode
 from claw_platform.background_loop import submit
 from claw_platform.db import db_async
 from claw_platform.tenancy.context import tenant_context
@@ -179,16 +179,48 @@ async def poll_once(channel_id: int, owner: str, *, poll_seconds: int = POLL_SEC
     return True
 
 
-def _store_discord_message(channel_id: int, data: dict[str, Any]) -> None:
+def _store_discord_message(
+    channel_id: int, data: dict[str, Any], message: InboundMessage | None = None
+) -> None:
+    """Store and dispatch a ``MESSAGE_CREATE`` (``message``: already parsed, its
+    attachments read)."""
     from channels_app.receive import receive_messages
 
     channel = Channel.objects.unscoped().select_related("agent").get(pk=channel_id)
     adapter = adapter_for(channel)
     assert isinstance(adapter, DiscordAdapter)
-    message = parsed_or_skipped(lambda: adapter.parse_message(data), "discord", None)
+    if message is None:
+        message = parsed_or_skipped(lambda: adapter.parse_message(data), "discord", None)
     if message is not None:
         with tenant_context(channel.tenant_id):
             receive_messages(channel, [message])
+
+
+def _fetch_wanted(channel: Channel, message: InboundMessage) -> bool:
+    """Whether a message's files are worth reading: addressed to the bot, from a
+    linked sender (or on a channel open to everyone), not stored before (a replay)."""
+    from channels_app.models import ChannelLink
+
+    if not message.addressed:
+        return False
+    if InboundUpdate.objects.unscoped().filter(channel=channel, platform_id=message.platform_id).exists():
+        return False
+    return channel.open_to_everyone or (
+        ChannelLink.objects.unscoped().filter(channel=channel, platform_user_id=message.sender_id).exists()
+    )
+
+
+async def _discord_with_files(channel_id: int, data: dict[str, Any]) -> InboundMessage | None:
+    """A message with attachments, parsed and its files read before it is stored
+    (not for a sender the bot does not answer, nor again for a replayed message)."""
+    channel = await db_async(Channel.objects.unscoped().get)(pk=channel_id)
+    adapter = adapter_for(channel)
+    if not isinstance(adapter, DiscordAdapter):
+        return None
+    message = parsed_or_skipped(lambda: adapter.parse_message(data), "discord", None)
+    if message is None or not await db_async(_fetch_wanted)(channel, message):
+        return message
+    return await adapter.fetch_files(message)
 
 
 def _store_slack_payload(channel_id: int, payload: dict[str, Any]) -> None:
@@ -228,7 +260,8 @@ async def hold_gateway(channel_id: int, owner: str, stop: threading.Event) -> No
     backoff = 1.0
 
     async def on_message(data: dict[str, Any]) -> None:
-        await db_async(_store_discord_message)(channel_id, data)
+        message = await _discord_with_files(channel_id, data) if data.get("attachments") else None
+        await db_async(_store_discord_message)(channel_id, data, message)
 
     async def keep_lease() -> bool:
         return bool(await db_async(claim_lease)(channel_id, owner))

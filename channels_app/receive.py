@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import replace
 
 from channels_app.actions.inbound import Dispatched, dispatch_update, record_update
 from channels_app.adapters import adapter_for
 from channels_app.adapters.base import AdapterError, InboundMessage
 from channels_app.delivery import answer_command, deliver_run, deliver_text, start_delivery
-from channels_app.models import Channel, InboundStatus
+from channels_app.models import Channel, ChannelLink, InboundStatus, InboundUpdate
+from claw_platform.db import db_async
+from claw_platform.tenancy.context import tenant_context
 
 logger = logging.getLogger("claw.channels.receive")
 
@@ -18,22 +21,58 @@ logger = logging.getLogger("claw.channels.receive")
 def receive_messages(channel: Channel, messages: list[InboundMessage]) -> list[Dispatched]:
     """Store each message (duplicates skipped), dispatch it, start its delivery."""
     done: list[Dispatched] = []
+    adapter = adapter_for(channel)
     for message in messages:
         update = record_update(channel, message)
         if update is None:
             logger.info("duplicate update %s on channel %s ignored", message.platform_id, channel.pk)
             continue
-        try:
-            dispatched = dispatch_update(channel, update, message)
-        except Exception:
-            logger.exception("update %s on channel %s could not be dispatched", update.pk, channel.pk)
-            update.status = InboundStatus.FAILED
-            update.detail = "could not be dispatched"
-            update.save(update_fields=["status", "detail"])
+        if adapter.offers_files(message) and files_wanted(channel, message):
+            # Stored; its files are read, and it is dispatched, after the platform is answered.
+            start_delivery(dispatch_with_files(channel, update, message))
             continue
-        start_followup(channel, dispatched)
-        done.append(dispatched)
+        dispatched = _dispatch(channel, update, message)
+        if dispatched is not None:
+            done.append(dispatched)
     return done
+
+
+def _dispatch(channel: Channel, update: InboundUpdate, message: InboundMessage) -> Dispatched | None:
+    try:
+        dispatched = dispatch_update(channel, update, message)
+    except Exception:
+        logger.exception("update %s on channel %s could not be dispatched", update.pk, channel.pk)
+        update.status = InboundStatus.FAILED
+        update.detail = "could not be dispatched"
+        update.save(update_fields=["status", "detail"])
+        return None
+    start_followup(channel, dispatched)
+    return dispatched
+
+
+def files_wanted(channel: Channel, message: InboundMessage) -> bool:
+    """Whether a message's files are worth reading: one the bot answers (addressed
+    to it, from a linked sender or on a channel open to everyone)."""
+    if not message.addressed or message.approval is not None:
+        return False
+    return channel.open_to_everyone or (
+        ChannelLink.objects.unscoped().filter(channel=channel, platform_user_id=message.sender_id).exists()
+    )
+
+
+async def dispatch_with_files(channel: Channel, update: InboundUpdate, message: InboundMessage) -> None:
+    """Read a stored message's files (within the caps), then dispatch it."""
+    try:
+        message = await adapter_for(channel).fetch_files(message)
+    except Exception:  # the words still go through, the files named as not read
+        logger.exception("files of update %s on channel %s could not be read", update.pk, channel.pk)
+        message = replace(message, files=(), refused_files=("The attachments could not be fetched.",))
+
+    def dispatch() -> None:
+        with tenant_context(channel.tenant_id):
+            _dispatch(channel, update, message)
+
+    await db_async(dispatch)()
 
 
 def start_followup(channel: Channel, dispatched: Dispatched) -> None:

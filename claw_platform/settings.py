@@ -301,6 +301,11 @@ CLAW_EMAIL_POLL_SECONDS = config.env_int("CLAW_EMAIL_POLL_SECONDS", 30, minimum=
 # dmarc=pass prove a sender (it must strip any that arrive with its id). Empty: only
 # DKIM, verified here, proves one.
 CLAW_EMAIL_TRUSTED_AUTHSERV_ID = config.env_str("CLAW_EMAIL_TRUSTED_AUTHSERV_ID", "")
+# All attachments of one inbound mail together, on their decoded bytes (each also
+# within the chat's image and file caps).
+CLAW_EMAIL_ATTACHMENTS_TOTAL_BYTES = config.env_int(
+    "CLAW_EMAIL_ATTACHMENTS_TOTAL_BYTES", 16 * 1024 * 1024, minimum=1024
+)
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "claw_platform.api.auth.ApiKeyAuthentication",

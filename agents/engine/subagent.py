@@ -56,6 +56,7 @@ SUBAGENT_TOOL_DENY_ALWAYS = frozenset(
         "schedule_task",
         "update_scheduled_task",
         "export_chat",
+        "send_file",
     }
 )
 # OpenClaw's SUBAGENT_TOOL_DENY_LEAF: what a sub-agent at max depth also loses.

@@ -32,12 +32,14 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
+from agents.actions.attachments import do_attach_to_turn
 from agents.actions.conversation import external_session_key, session_for_external_key
 from agents.actions.runs import do_decide_approval, do_send_message
 from agents.engine.commands import parse_slash_command
 from agents.models import ApprovalRequest, ApprovalStatus, Run, Session
 from channels_app.actions.linking import REFUSED_DETAIL, LinkRefused, do_link_sender
 from channels_app.adapters.base import InboundMessage, Target
+from channels_app.attachments import refusal_notice, store_message_files
 from channels_app.models import Channel, ChannelConversation, ChannelLink, InboundStatus, InboundUpdate
 from claw_platform.audit.actions import record_audit_event
 from claw_platform.tenancy.actions import do_add_member
@@ -201,6 +203,8 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
         if command is not None and command.name != "stop":
             _finish(update, InboundStatus.ANSWERED, f"/{command.name}", session=session)
             return Dispatched(update, target, session_id=session.pk, command=text)
+        if message.files or message.refused_files:
+            return _send_with_files(update, message, target, session, user, text)
         run = do_send_message(session, message.text if command else text, acting_user=user)
         if run is None:
             _finish(update, InboundStatus.ANSWERED, "nothing to stop", session=session)
@@ -210,6 +214,27 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
             update, InboundStatus.DECIDED if decided else InboundStatus.ANSWERED, "", session=session, run=run
         )
         return Dispatched(update, target, run_id=run.pk, session_id=session.pk, after_seq=_event_seq(run.pk))
+
+
+def _send_with_files(
+    update: InboundUpdate, message: InboundMessage, target: Target, session: Session, user: Any, text: str
+) -> Dispatched:
+    """A message with attachments: the files kept and tied to its turn (images to a
+    vision model with it), those left out named to the sender and to the model."""
+    stored = store_message_files(session, user, message.files, message.refused_files)
+    notice = refusal_notice(stored.refused)
+    if not stored.ids and not text:
+        _finish(update, InboundStatus.REFUSED, "attachments refused", session=session)
+        return Dispatched(update, target, session_id=session.pk, notice=notice)
+    run = do_send_message(session, (text or "(see the attachments)") + stored.model_note, acting_user=user)
+    if run is None:  # a message with files is never a /stop
+        _finish(update, InboundStatus.FAILED, "not sent", session=session)
+        return Dispatched(update, target, session_id=session.pk, notice=notice)
+    do_attach_to_turn(run.turn, stored.ids)
+    _finish(update, InboundStatus.ANSWERED, f"{len(stored.ids)} attached"[:500], session=session, run=run)
+    return Dispatched(
+        update, target, run_id=run.pk, session_id=session.pk, after_seq=_event_seq(run.pk), notice=notice
+    )
 
 
 def _link_sender(

@@ -50,13 +50,24 @@ class VerificationFailed(Exception):
 
 
 @dataclass(frozen=True)
+class InboundFile:
+    """A file that came with an inbound message, already read (within the caps)."""
+
+    name: str
+    content: bytes = field(repr=False)
+    media_type: str = ""
+
+
+@dataclass(frozen=True)
 class InboundMessage:
     """One message (or button press) from a platform, normalised.
 
     ``platform_id`` de-duplicates (the platform's update or event id); the
     conversation is (``chat_id``, ``sender_id``, ``thread_id``); ``is_private`` for a
     direct chat; ``addressed`` when a group message mentions or replies to the bot.
-    ``approval`` is set for a button press: ``(approval id, approved)``."""
+    ``approval`` is set for a button press: ``(approval id, approved)``. ``files``:
+    its attachments as read; ``refused_files``: why others were not read (over a
+    cap, too many), said back to the sender and to the model."""
 
     platform_id: str
     chat_id: str
@@ -72,6 +83,8 @@ class InboundMessage:
     # Why the sender is not proven (email: no aligned DKIM signature …); "" when it is
     # or the platform vouches for it. An unproven sender never acts as a linked member.
     unverified: str = ""
+    files: tuple[InboundFile, ...] = ()
+    refused_files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,6 +189,16 @@ class ChannelAdapter:
     def parse(self, request: InboundRequest, payload: Any) -> list[InboundMessage]:
         """The messages in a verified request (none: an event the agent ignores)."""
         raise NotImplementedError
+
+    def offers_files(self, message: InboundMessage) -> bool:
+        """Whether the message carries files still to be read (by :meth:`fetch_files`
+        once it is stored, after the platform is answered)."""
+        return False
+
+    async def fetch_files(self, message: InboundMessage) -> InboundMessage:
+        """The message with its files read (``files``) or the reasons they were not
+        (``refused_files``)."""
+        return message
 
     # -------------------------------------------------------------- outbound
 

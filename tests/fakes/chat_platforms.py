@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import threading
@@ -24,11 +25,12 @@ import time
 from collections import deque
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 
 class FakePlatform:
     name = "platform"
+    max_body_bytes = 1024 * 1024  # aiohttp's default cap on a request body
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -94,7 +96,7 @@ class FakePlatform:
         started = threading.Event()
 
         async def serve() -> None:
-            app = web.Application()
+            app = web.Application(client_max_size=self.max_body_bytes)
             self.routes(app)
             self._runner = web.AppRunner(app)
             await self._runner.setup()
@@ -135,9 +137,52 @@ class FakeTelegram(FakePlatform):
         super().__init__()
         self.token = token
         self.updates: deque[dict[str, Any]] = deque()
+        self.hosted: dict[str, tuple[str, bytes, int]] = {}
+        self.files_open = threading.Event()
+        self.files_open.set()
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/bot{token}/{method}", self.handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self.file)
+
+    def host_file(self, content: bytes, *, file_path: str, file_size: int | None = None) -> dict[str, Any]:
+        """Keep a file for ``getFile``; its ``file_id``/``file_unique_id``/``file_size``
+        (as a ``PhotoSize`` or ``Document`` carries them; ``file_size`` as declared)."""
+        file_id = f"AgAC{next(self.ids)}"
+        declared = len(content) if file_size is None else file_size
+        with self.lock:
+            self.hosted[file_id] = (file_path, content, declared)
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": declared}
+
+    async def file(self, request: web.Request) -> web.Response:
+        """``GET /file/bot<token>/<file_path>``: the bytes (held while ``files_open``
+        is clear, so a test can see what happens before a download ends)."""
+        if not self.files_open.is_set():
+            await asyncio.to_thread(self.files_open.wait, 30)
+        self.record("file", {"path": request.match_info["path"]})
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401, text="Unauthorized")
+        with self.lock:
+            found = [c for p, c, _ in self.hosted.values() if p == request.match_info["path"]]
+        if not found:
+            return web.json_response({"ok": False, "error_code": 404, "description": "Not Found"}, status=404)
+        return web.Response(body=found[0], content_type="application/octet-stream")
+
+    def get_file(self, body: dict[str, Any]) -> web.Response:
+        """``getFile``: the file's path, or Bot API's refusal of one over 20 MB."""
+        with self.lock:
+            hosted = self.hosted.get(str(body.get("file_id")))
+        if hosted is None:
+            return web.json_response(
+                {"ok": False, "error_code": 400, "description": "Bad Request: invalid file_id"}, status=400
+            )
+        path, _content, declared = hosted
+        if declared > 20 * 1024 * 1024:
+            return web.json_response(
+                {"ok": False, "error_code": 400, "description": "Bad Request: file is too big"}, status=400
+            )
+        result = {"file_id": body["file_id"], "file_unique_id": f"u{body['file_id']}"}
+        return web.json_response({"ok": True, "result": {**result, "file_size": declared, "file_path": path}})
 
     def messages(self) -> list[dict[str, Any]]:
         """The chat as the user sees it: message id -> latest text, in send order."""
@@ -194,6 +239,9 @@ class FakeTelegram(FakePlatform):
         if method == "editMessageText":
             self.record(method, body)
             return web.json_response({"ok": True, "result": {"message_id": body["message_id"]}})
+        if method == "getFile":
+            self.record(method, body)
+            return self.get_file(body)
         self.record(method, body)
         return web.json_response({"ok": True, "result": True})
 
@@ -216,11 +264,49 @@ class FakeSlack(FakePlatform):
         self.acks: list[str] = []
         self.sockets_opened = 0
         self.redeliver_after = 1.0
+        self.hosted: dict[str, bytes] = {}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/api/apps.connections.open", self.connections_open)
         app.router.add_post("/api/{method}", self.handle)
         app.router.add_get("/link/", self.socket)
+        app.router.add_get("/files-pri/{team_file}/download/{name}", self.file)
+
+    def host_file(
+        self, name: str, content: bytes, *, mimetype: str = "", size: int | None = None
+    ) -> dict[str, Any]:
+        """Keep a file on the fake file host; the file object a ``message`` event's
+        ``files`` carries for it (``size`` as declared: the real one unless told)."""
+        file_id = f"F{next(self.ids)}"
+        with self.lock:
+            self.hosted[file_id] = content
+        base = f"{self.url}/files-pri/T0001-{file_id}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype or "application/octet-stream",
+            "filetype": name.rsplit(".", 1)[-1],
+            "size": len(content) if size is None else size,
+            "mode": "hosted",
+            "is_external": False,
+            "url_private": f"{base}/{name}",
+            "url_private_download": f"{base}/download/{name}",
+        }
+
+    async def file(self, request: web.Request) -> web.Response:
+        """``url_private_download``: the bytes with the bot token as a bearer; without
+        it, Slack's redirect to the sign-in page."""
+        authorization = request.headers.get("Authorization", "")
+        self.record("file", {"path": request.path, "authorization": authorization})
+        if authorization != f"Bearer {self.token}":
+            raise web.HTTPFound(f"{self.url}/?redir=%2Ffiles-pri")
+        file_id = request.match_info["team_file"].split("-", 1)[-1]
+        with self.lock:
+            content = self.hosted.get(file_id)
+        if content is None:
+            return web.Response(status=404, text="file_not_found")
+        return web.Response(body=content, content_type="application/octet-stream")
 
     def push_envelope(self, kind: str, payload: dict[str, Any]) -> str:
         envelope_id = f"env-{next(self.ids)}"
@@ -372,6 +458,12 @@ class FakeCallback(FakePlatform):
 
 
 @contextlib.contextmanager
+def _invalid_form(detail: str) -> web.Response:
+    return web.json_response(
+        {"code": 50035, "message": "Invalid Form Body", "errors": {"_": detail}}, status=400
+    )
+
+
 def running(fake: FakePlatform) -> Any:
     fake.start()
     try:
@@ -391,9 +483,71 @@ class FakeWhatsApp(FakePlatform):
         super().__init__()
         self.token = token
         self.phone_id = phone_id
+        self.media_objects: dict[str, tuple[bytes, str, int, str]] = {}
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/{phone_id}/messages", self.handle)
+        app.router.add_get("/whatsapp_business/attachments/", self.download)
+        app.router.add_get("/{media_id}", self.media)
+
+    def host_media(
+        self, content: bytes, mime_type: str, *, file_size: int | None = None, sha256: str | None = None
+    ) -> str:
+        """Keep a media object; its id, as an ``image`` / ``document`` message carries it."""
+        media_id = str(next(self.ids) + 700_000_000_000)
+        declared = len(content) if file_size is None else file_size
+        digest = hashlib.sha256(content).hexdigest() if sha256 is None else sha256
+        with self.lock:
+            self.media_objects[media_id] = (content, mime_type, declared, digest)
+        return media_id
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization") == f"Bearer {self.token}"
+
+    async def media(self, request: web.Request) -> web.Response:
+        """``GET /<media id>``: the media object (a URL valid for five minutes)."""
+        media_id = request.match_info["media_id"]
+        self.record("media", {"id": media_id})
+        if not self._authorized(request):
+            return web.json_response(
+                {"error": {"message": "Invalid OAuth access token", "code": 190}}, status=401
+            )
+        with self.lock:
+            found = self.media_objects.get(media_id)
+        if found is None:
+            return web.json_response(
+                {
+                    "error": {
+                        "message": "Unsupported get request.",
+                        "type": "GraphMethodException",
+                        "code": 100,
+                    }
+                },
+                status=400,
+            )
+        _content, mime_type, declared, digest = found
+        return web.json_response(
+            {
+                "messaging_product": "whatsapp",
+                "url": f"{self.url}/whatsapp_business/attachments/?mid={media_id}&ext=1700000300&hash=ATu",
+                "mime_type": mime_type,
+                "sha256": digest,
+                "file_size": str(declared),
+                "id": media_id,
+            }
+        )
+
+    async def download(self, request: web.Request) -> web.Response:
+        """The media URL: the bytes, with the token as a bearer (401 without)."""
+        media_id = request.query.get("mid", "")
+        self.record("download", {"id": media_id, "authorization": request.headers.get("Authorization", "")})
+        if not self._authorized(request):
+            return web.Response(status=401)
+        with self.lock:
+            found = self.media_objects.get(media_id)
+        if found is None:
+            return web.Response(status=404)
+        return web.Response(body=found[0], content_type=found[1])
 
     async def handle(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != f"Bearer {self.token}" or (
@@ -433,6 +587,7 @@ class FakeDiscord(FakePlatform):
     dispatches from :meth:`push_message`)."""
 
     name = "discord"
+    max_body_bytes = 25 * 1024 * 1024
 
     def __init__(self, token: str = "discord-token", bot_id: str = "9000") -> None:
         super().__init__()
@@ -443,6 +598,80 @@ class FakeDiscord(FakePlatform):
         self.nonces: dict[str, dict[str, Any]] = {}
         self.heartbeat_interval_ms = 500
         self.gateway_frames: list[dict[str, Any]] = []
+        self.files: dict[str, tuple[bytes, str]] = {}
+        self.delays: dict[str, float] = {}
+
+    def host_file(
+        self,
+        filename: str,
+        content: bytes,
+        *,
+        content_type: str = "",
+        declared_size: int | None = None,
+        delay: float = 0.0,
+    ) -> dict[str, Any]:
+        """Put a file on the fake CDN (answered after ``delay`` seconds); the
+        attachment object a ``MESSAGE_CREATE`` carries for it (``size`` as declared:
+        the real one unless told otherwise)."""
+        attachment_id = str(next(self.ids))
+        with self.lock:
+            self.files[attachment_id] = (content, content_type)
+            if delay:
+                self.delays[attachment_id] = delay
+        url = f"{self.url}/attachments/555/{attachment_id}/{filename}?ex=6745&is=6744&hm=ab12"
+        item: dict[str, Any] = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(content) if declared_size is None else declared_size,
+            "url": url,
+            "proxy_url": url.replace("/attachments/", "/media/"),
+        }
+        if content_type:
+            item["content_type"] = content_type
+        return item
+
+    async def cdn(self, request: web.Request) -> web.StreamResponse:
+        attachment_id = request.match_info["attachment"]
+        self.record("cdn", {"id": attachment_id, "authorization": request.headers.get("Authorization", "")})
+        with self.lock:
+            hosted = self.files.get(attachment_id)
+        if hosted is None or request.query.get("hm") != "ab12":
+            return web.Response(status=404, text="Not Found")
+        content, content_type = hosted
+        await asyncio.sleep(self.delays.get(attachment_id, 0.0))
+        return web.Response(body=content, content_type=content_type or "application/octet-stream")
+
+    async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        """A JSON body, or a ``multipart/form-data`` one as Discord reads it: the
+        message in ``payload_json``, files as ``files[n]`` (kept under ``_files``),
+        each ``attachments[].id`` naming one of them."""
+        if request.content_type != "multipart/form-data":
+            body: dict[str, Any] = await request.json()
+            return body
+        body, files = {}, []
+        reader = await request.multipart()
+        async for part in reader:
+            if not isinstance(part, BodyPartReader):
+                return _invalid_form("nested multipart")
+            if part.name == "payload_json":
+                body = json.loads(await part.text())
+            elif part.name and part.name.startswith("files[") and part.name.endswith("]"):
+                files.append(
+                    {
+                        "field": part.name,
+                        "filename": part.filename,
+                        "content_type": part.headers.get("Content-Type", ""),
+                        "content": bytes(await part.read()),
+                    }
+                )
+            else:
+                return _invalid_form(f"unknown field {part.name}")
+        fields = {f["field"] for f in files}
+        for item in body.get("attachments") or []:
+            if f"files[{item.get('id')}]" not in fields:
+                return _invalid_form(f"attachments[{item.get('id')}] names no uploaded file")
+        body["_files"] = files
+        return body
 
     @property
     def api_url(self) -> str:
@@ -455,6 +684,7 @@ class FakeDiscord(FakePlatform):
         app.router.add_post("/api/v10/webhooks/{application}/{token}", self.followup)
         app.router.add_get("/api/v10/gateway/bot", self.gateway_bot)
         app.router.add_get("/gateway/", self.gateway)
+        app.router.add_get("/attachments/{channel}/{attachment}/{filename}", self.cdn)
 
     def messages(self) -> list[dict[str, Any]]:
         """The channel as users see it: message id -> latest content, in send order."""
@@ -507,7 +737,9 @@ class FakeDiscord(FakePlatform):
         }
 
     async def create_message(self, request: web.Request) -> web.Response:
-        body = await request.json()
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
         refused = self._refusal(request, "create_message", body)
         if refused is not None:
             return refused
@@ -526,7 +758,18 @@ class FakeDiscord(FakePlatform):
         if nonce:
             with self.lock:
                 self.nonces[nonce] = body
-        return web.json_response(self._message(message_id, request.match_info["channel"], body))
+        message = self._message(message_id, request.match_info["channel"], body)
+        message["attachments"] = [
+            {
+                "id": str(next(self.ids)),
+                "filename": f["filename"],
+                "size": len(f["content"]),
+                "content_type": f["content_type"],
+                "url": f"{self.url}/attachments/{body['_channel']}/{message_id}/{f['filename']}",
+            }
+            for f in body.get("_files", [])
+        ]
+        return web.json_response(message)
 
     async def edit_message(self, request: web.Request) -> web.Response:
         body = await request.json()

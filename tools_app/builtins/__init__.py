@@ -3,12 +3,13 @@
 
 T2 workspace tools (bash, read_file, write_file, edit_file, list_dir, glob, grep),
 T4 memory tools, T5 time and arithmetic, T6 scheduling, T7 todos, T8 send_message
-and export_chat, E20 sub_agent. Risk levels (T12): bash high; writes, memory
+and export_chat, send_file (to a chat platform, ``channels_app.tools``), E20 sub_agent. Risk levels (T12): bash high; writes, memory
 changes, scheduling and messages medium; reads low.
 """
 
 from __future__ import annotations
 
+from channels_app.tools import SendFileTool
 from tools_app.builtins.bash import BashTool
 from tools_app.builtins.calculate import CalculateTool
 from tools_app.builtins.delegate import DelegateTool
@@ -66,6 +67,7 @@ BUILTIN_TOOLS: tuple[Tool, ...] = (
     TodoWriteTool(),
     SendMessageTool(),
     ExportChatTool(),
+    SendFileTool(),
     SubAgentTool(),
     DelegateTool(),
 )

@@ -16,12 +16,19 @@ A message id (snowflake) de-duplicates; a direct message (no ``guild_id``) is al
 answered, a guild message only when it mentions the bot (``bot_username`` holds the
 bot's user id) or replies to it. Replies are split at 2,000 characters and grow in
 place (``PATCH``). 429s carry ``retry_after`` in the JSON body (seconds, a float).
+
+A message's ``attachments`` (url, size, content_type, filename) are kept in the
+update and read by :meth:`DiscordAdapter.fetch_files` before it is stored
+(:mod:`channels_app.attachments`: SSRF guard, caps on the bytes read). Files go out
+as ``multipart/form-data``: the message as ``payload_json``, the file as ``files[0]``.
 """
 
 from __future__ import annotations
 
 import json
+import mimetypes
 import re
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -54,6 +61,37 @@ SUCCESS_STYLE, DANGER_STYLE = 3, 4
 # A model's text never pings @everyone, roles or users.
 NO_PINGS: dict[str, Any] = {"allowed_mentions": {"parse": []}}
 _SNOWFLAKE = re.compile(r"^\d{1,25}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# A bot may upload 10 MB per message unless its server is boosted (the default tier).
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+MAX_ATTACHMENT_REFS = 10  # Discord's own limit per message
+
+
+def attachment_refs(value: Any) -> list[dict[str, Any]]:
+    """The downloadable part of a message's ``attachments`` array: ``url``,
+    ``filename``, ``size`` (declared, not trusted), ``content_type``."""
+    refs: list[dict[str, Any]] = []
+    for item in value if isinstance(value, list) else []:
+        if not isinstance(item, dict):
+            continue
+        url, name, size = item.get("url"), item.get("filename"), item.get("size")
+        if (
+            not isinstance(url, str)
+            or not url.startswith(("https://", "http://"))
+            or len(url) > 2000
+            or _CONTROL.search(url)
+        ):
+            continue
+        refs.append(
+            {
+                "id": _CONTROL.sub("", str(item.get("id", "")))[:30],
+                "url": url,
+                "filename": _CONTROL.sub("", str(name or ""))[:255] or "attachment",
+                "size": size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None,
+                "content_type": _CONTROL.sub("", str(item.get("content_type") or ""))[:100],
+            }
+        )
+    return refs[:MAX_ATTACHMENT_REFS]
 
 
 class DiscordError(AdapterError):
@@ -131,8 +169,11 @@ class DiscordAdapter(ChannelAdapter):
         values = [message.get("id"), message.get("channel_id"), author.get("id")]
         if author.get("bot") or not all(isinstance(v, str) and v for v in values):
             return None
-        if not isinstance(content, str) or not content.strip() or message.get("type", 0) not in (0, 19):
+        files = attachment_refs(message.get("attachments"))
+        if not isinstance(content, str) or message.get("type", 0) not in (0, 19):
             return None  # joins, pins, the bot's own and other bots' messages
+        if not content.strip() and not files:
+            return None
         bot = self.channel.bot_username.strip()
         private = not message.get("guild_id")
         mentioned = bool(bot) and any(
@@ -154,8 +195,21 @@ class DiscordAdapter(ChannelAdapter):
                 "id": message["id"],
                 "channel_id": message["channel_id"],
                 "guild_id": message.get("guild_id"),
+                **({"attachments": files} if files else {}),
             },
         )
+
+    async def fetch_files(self, message: InboundMessage) -> InboundMessage:
+        """The message with its attachments read from Discord's CDN (through the
+        tenant's SSRF guard, within the caps on the bytes read)."""
+        from channels_app.attachments import RemoteFile, download_files
+
+        refs = message.raw.get("attachments") or []
+        if not refs:
+            return message
+        remote = [RemoteFile(r["url"], r["filename"], r.get("size"), r.get("content_type", "")) for r in refs]
+        files, refused = await download_files(self.channel.tenant_id, remote)
+        return replace(message, files=tuple(files), refused_files=tuple(refused))
 
     @staticmethod
     def _interaction_user(payload: dict[str, Any]) -> dict[str, Any]:
@@ -204,12 +258,30 @@ class DiscordAdapter(ChannelAdapter):
 
     # -------------------------------------------------------------- outbound
 
-    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        files: list[tuple[str, bytes]] | None = None,
+    ) -> Any:
+        """One REST call; with ``files``, a ``multipart/form-data`` body: the JSON as
+        ``payload_json`` and each file as ``files[n]``."""
         headers = {"Authorization": f"Bot {self.channel.bot_token}", "User-Agent": "ClawPlatform (claw, 1)"}
         what = f"{method} {path.split('/')[1] if '/' in path else path}"
+        request: dict[str, Any] = {"json": body}
+        if files:
+            request = {
+                "data": {"payload_json": json.dumps(body or {})},
+                "files": [
+                    (f"files[{n}]", (name, content, _media_type(name)))
+                    for n, (name, content) in enumerate(files)
+                ],
+            }
         try:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
-                response = await client.request(method, f"{self.base}{path}", json=body, headers=headers)
+            async with httpx.AsyncClient(timeout=self.timeout if not files else 120.0) as client:
+                response = await client.request(method, f"{self.base}{path}", headers=headers, **request)
         except httpx.HTTPError as exc:
             raise self.error_from_transport(exc, what) from None
         if response.status_code == 204:
@@ -250,6 +322,25 @@ class DiscordAdapter(ChannelAdapter):
             f"{self._channel_path(target)}/messages",
             {"content": text, "nonce": key[:25], "enforce_nonce": True, **NO_PINGS},
         )
+        return str((data or {}).get("id", ""))
+
+    async def send_attachment(self, target: Target, name: str, content: bytes, caption: str = "") -> str:
+        """A file as ``files[0]`` of a multipart message (``payload_json`` names it in
+        ``attachments``); a caption over 2,000 characters goes first as text."""
+        from agents.actions.attachments import safe_name
+
+        if len(content) > MAX_UPLOAD_BYTES:
+            raise DiscordError(
+                f"discord POST channels: {name[:60]} is over {MAX_UPLOAD_BYTES // (1024 * 1024)} MB",
+                retryable=False,
+            )
+        filename = safe_name(name)
+        path = f"{self._channel_path(target)}/messages"
+        if len(caption) > MAX_MESSAGE_CHARS:
+            await self.send_reply(target, caption)
+            caption = ""
+        body = {"content": caption, "attachments": [{"id": 0, "filename": filename}], **NO_PINGS}
+        data = await self.call("POST", path, body, files=[(filename, content)])
         return str((data or {}).get("id", ""))
 
     async def edit_text(self, target: Target, message_id: str, text: str) -> None:
@@ -304,3 +395,7 @@ class DiscordAdapter(ChannelAdapter):
         if not isinstance(url, str) or not url.startswith(("wss://", "ws://")):
             raise DiscordError("discord GET gateway: no gateway URL", retryable=True)
         return url
+
+
+def _media_type(name: str) -> str:
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"

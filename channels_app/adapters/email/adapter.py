@@ -18,6 +18,8 @@ list ``Precedence``), the mailbox's own mail and mail over ``MAX_MAIL_BYTES`` ar
 never answered (no loops with auto-responders). The quoted part of a reply is
 dropped, so "yes" above a quoted approval request approves it. Replies are sent
 whole (mail has no draft to edit) with ``In-Reply-To`` and ``References`` set.
+Attachments, in (MIME parts, caps on decoded bytes) and out (``multipart/mixed``):
+:mod:`.attachments`.
 """
 
 from __future__ import annotations
@@ -46,11 +48,15 @@ from channels_app.adapters.base import (
     InboundRequest,
     Target,
     VerificationFailed,
+    split_message,
 )
+from channels_app.adapters.email.attachments import add_file, mail_files
 from claw_platform.db import db_async
 
 MAX_MESSAGE_CHARS = 20_000
-MAX_MAIL_BYTES = 2 * 1024 * 1024
+# Mail with attachments (base64: 4/3 of their size) up to the total cap is read.
+MAX_MAIL_BYTES = 24 * 1024 * 1024
+MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024  # what a reply may carry (common servers take 25 MB)
 MAX_FETCH = 50
 TIMEOUT_SECONDS = 30.0
 _MESSAGE_ID = re.compile(r"<[^<>\s]{1,250}>")
@@ -129,6 +135,8 @@ class EmailAdapter(ChannelAdapter):
             text = str(content) if body.get_content_subtype() == "plain" else get_text(str(content))
         text = strip_quoted(text.replace("\x00", ""))
         subject = re.sub(r"[\x00\r\n]+", " ", str(mail.get("Subject", "")))[:300]
+        attached = mail_files(mail, body)
+        text += attached.forwarded
         if not text:
             text = subject
         name = getaddresses([str(mail.get("From", ""))])[0][0]
@@ -141,7 +149,15 @@ class EmailAdapter(ChannelAdapter):
             thread_id=thread[:200],
             is_private=True,
             addressed=True,
-            raw={"uid": uid, "message_id": own_id, "subject": subject, "references": references[-20:]},
+            raw={
+                "uid": uid,
+                "message_id": own_id,
+                "subject": subject,
+                "references": references[-20:],
+                **({"attachments": attached.meta[:50]} if attached.meta else {}),
+            },
+            files=tuple(attached.files),
+            refused_files=tuple(attached.refused),
         )
 
     # -------------------------------------------------------------- servers
@@ -213,6 +229,25 @@ class EmailAdapter(ChannelAdapter):
         return await self.send_text(target, text, message_id=f"<{key}.{self.channel.public_id.hex}@{domain}>")
 
     async def send_text(self, target: Target, text: str, *, message_id: str = "") -> str:
+        mail, message_id = await self._reply_mail(target, text, message_id=message_id)
+        await self._send(mail)
+        return message_id
+
+    async def send_attachment(self, target: Target, name: str, content: bytes, caption: str = "") -> str:
+        """A reply in the thread with ``content`` attached; ``caption`` is its body, whole."""
+        if len(content) > MAX_ATTACHMENT_BYTES:
+            raise EmailError(
+                f"email: {name[:60]} is over {MAX_ATTACHMENT_BYTES // (1024 * 1024)} MB", retryable=False
+            )
+        text = split_message(caption, MAX_MESSAGE_CHARS)[0] if caption else ""
+        mail, message_id = await self._reply_mail(target, text or f"(attached: {name[:200]})")
+        add_file(mail, name, content)
+        await self._send(mail)
+        return message_id
+
+    async def _reply_mail(
+        self, target: Target, text: str, *, message_id: str = ""
+    ) -> tuple[EmailMessage, str]:
         subject = await db_async(_thread_subject)(self.channel.pk, target.thread_id)
         mail = EmailMessage()
         domain = self.address.rpartition("@")[2] or "localhost"
@@ -228,8 +263,7 @@ class EmailAdapter(ChannelAdapter):
             mail["In-Reply-To"] = target.thread_id
             mail["References"] = target.thread_id
         mail.set_content(text)
-        await self._send(mail)
-        return message_id
+        return mail, message_id
 
     async def _send(self, mail: EmailMessage) -> None:
         scheme, host, port = await self._checked(self.channel.smtp_url, {"smtps": 465, "smtp": 587})

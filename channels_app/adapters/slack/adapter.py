@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import re
+from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -44,6 +45,13 @@ REPLAY_WINDOW_SECONDS = 300
 PART_EVENT = "claw_reply_part"
 MAX_MESSAGE_CHARS = 4000
 PRIVATE_TYPES = frozenset({"im"})
+FILES_ORIGIN = "https://files.slack.com"  # url_private_download's host
+
+
+def event_files(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """A message event's ``files`` (shared files; deleted ones come as tombstones)."""
+    found = event.get("files")
+    return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
 
 
 class SlackError(AdapterError):
@@ -101,10 +109,12 @@ class SlackAdapter(ChannelAdapter):
         event = payload.get("event")
         if not isinstance(event, dict) or event.get("type") not in ("message", "app_mention"):
             return []
-        if event.get("bot_id") or event.get("subtype"):
+        if event.get("bot_id") or event.get("subtype") not in (None, "file_share"):
             return []  # the bot's own messages, edits, joins: nothing to answer
         values = [event.get(k) for k in ("text", "channel", "user", "ts")]
-        if not all(isinstance(v, str) and v for v in values):
+        if not isinstance(values[0], str) or not all(isinstance(v, str) and v for v in values[1:]):
+            return []
+        if not values[0] and not event_files(event):
             return []
         text, channel, user, ts = (str(v) for v in values)
         private = event.get("channel_type") in PRIVATE_TYPES
@@ -126,6 +136,46 @@ class SlackAdapter(ChannelAdapter):
                 raw=payload,
             )
         ]
+
+    def offers_files(self, message: InboundMessage) -> bool:
+        return bool(event_files(message.raw.get("event") or {}))
+
+    async def fetch_files(self, message: InboundMessage) -> InboundMessage:
+        """The message with its ``files`` read from ``url_private_download`` (the bot
+        token as a bearer, sent only to Slack's file host), within the caps."""
+        from channels_app.attachments import PlatformFile, read_platform_files
+
+        refused: list[str] = []
+        items: list[PlatformFile] = []
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            for item in event_files(message.raw.get("event") or {}):
+                name = str(item.get("name") or item.get("title") or "file")
+                url = item.get("url_private_download") or item.get("url_private")
+                if not isinstance(url, str) or not url:
+                    refused.append(f"{name} is not available to the bot.")
+                    continue
+                size = item.get("size")
+                items.append(
+                    PlatformFile(
+                        name,
+                        self._file_reader(client, url),
+                        size if isinstance(size, int) else None,
+                        str(item.get("mimetype") or ""),
+                    )
+                )
+            files, not_read = await read_platform_files(items)
+        return replace(message, files=tuple(files), refused_files=(*refused, *not_read))
+
+    def _file_reader(self, client: httpx.AsyncClient, url: str) -> Any:
+        from channels_app.attachments import Fetched, NotFetched, read_capped, same_origin
+
+        async def read(max_bytes: int) -> Fetched:
+            if not same_origin(url, [FILES_ORIGIN, settings.CLAW_SLACK_API_URL]):
+                raise NotFetched("not on Slack's file host")  # the token goes nowhere else
+            headers = {"Authorization": f"Bearer {self.channel.bot_token}"}
+            return await read_capped(client, url, max_bytes, headers)
+
+        return read
 
     def _parse_action(self, payload: dict[str, Any]) -> InboundMessage | None:
         actions = payload.get("actions") or []

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hmac
 import json
+from dataclasses import replace
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from django.conf import settings
@@ -77,7 +79,9 @@ class TelegramAdapter(ChannelAdapter):
         text = message.get("text") or message.get("caption") or ""
         chat = message.get("chat") or {}
         sender = message.get("from") or {}
-        if not isinstance(text, str) or not text.strip() or not chat.get("id") or not sender.get("id"):
+        if not isinstance(text, str) or not chat.get("id") or not sender.get("id"):
+            return None
+        if not text.strip() and not message_files(message):
             return None
         private = chat.get("type") == "private"
         addressed, text = self._addressed(message, text)
@@ -128,6 +132,44 @@ class TelegramAdapter(ChannelAdapter):
             callback_id=str(callback.get("id", "")),
             raw={"update_id": int(update_id)},
         )
+
+    def offers_files(self, message: InboundMessage) -> bool:
+        return bool(message_files(message.raw.get("message") or {}))
+
+    async def fetch_files(self, message: InboundMessage) -> InboundMessage:
+        """The message with its photo (the largest size within the image cap) and
+        document read: ``getFile`` for the path, then ``{base}/file/bot<token>/<path>``."""
+        from channels_app.attachments import PlatformFile, read_platform_files
+
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            items = [
+                PlatformFile(name, self._file_reader(client, file_id), size, media_type)
+                for name, file_id, size, media_type in message_files(message.raw.get("message") or {})
+            ]
+            files, refused = await read_platform_files(items)
+        return replace(message, files=tuple(files), refused_files=tuple(refused))
+
+    def _file_reader(self, client: httpx.AsyncClient, file_id: str) -> Any:
+        from channels_app.attachments import Fetched, NotFetched, read_capped
+
+        async def read(max_bytes: int) -> Fetched:
+            response = await client.post(f"{self.base}/getFile", json={"file_id": file_id})
+            try:
+                data = response.json()
+            except ValueError:
+                data = {}
+            result = data.get("result") if isinstance(data, dict) and data.get("ok") else None
+            if not isinstance(result, dict) or not isinstance(result.get("file_path"), str):
+                description = str((data or {}).get("description", "")) if isinstance(data, dict) else ""
+                raise NotFetched(description[:120] or f"HTTP {response.status_code}")
+            size = result.get("file_size")
+            if isinstance(size, int) and size >= max_bytes:
+                return Fetched(200, b"", True)
+            root = settings.CLAW_TELEGRAM_API_URL.rstrip("/")
+            path = quote(result["file_path"].lstrip("/"))
+            return await read_capped(client, f"{root}/file/bot{self.channel.bot_token}/{path}", max_bytes)
+
+        return read
 
     # -------------------------------------------------------------- outbound
 
@@ -223,6 +265,40 @@ class TelegramAdapter(ChannelAdapter):
             wait_seconds=poll_seconds + 10,
         )
         return [u for u in (result or []) if isinstance(u, dict)]
+
+
+def message_files(message: dict[str, Any]) -> list[tuple[str, str, int | None, str]]:
+    """A message's files as ``(name, file_id, declared size, type)``: of ``photo`` (the
+    sizes of one picture) the largest whose ``file_size`` is within the image cap
+    (none: the smallest, to be refused by its size); ``document`` as sent."""
+    found: list[tuple[str, str, int | None, str]] = []
+    sizes = [
+        p for p in message.get("photo") or [] if isinstance(p, dict) and isinstance(p.get("file_id"), str)
+    ]
+    if sizes:
+        cap = int(settings.CLAW_CHAT_IMAGE_MAX_BYTES)
+
+        def declared(p: dict[str, Any]) -> int | None:
+            return p["file_size"] if isinstance(p.get("file_size"), int) else None
+
+        def area(p: dict[str, Any]) -> int:
+            return int(p.get("width") or 0) * int(p.get("height") or 0)
+
+        fitting = [p for p in sizes if (declared(p) or 0) <= cap]
+        photo = max(fitting, key=area) if fitting else min(sizes, key=lambda p: declared(p) or 0)
+        found.append(("photo.jpg", photo["file_id"], declared(photo), "image/jpeg"))
+    document = message.get("document")
+    if isinstance(document, dict) and isinstance(document.get("file_id"), str):
+        size = document.get("file_size")
+        found.append(
+            (
+                str(document.get("file_name") or "document"),
+                document["file_id"],
+                size if isinstance(size, int) else None,
+                str(document.get("mime_type") or ""),
+            )
+        )
+    return found
 
 
 def dumps(update: dict[str, Any]) -> bytes:

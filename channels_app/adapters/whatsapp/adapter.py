@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import mimetypes
+from dataclasses import replace
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from django.conf import settings
@@ -31,6 +34,8 @@ from channels_app.adapters.base import (
 )
 
 MAX_MESSAGE_CHARS = 4096
+MEDIA_TYPES = frozenset({"image", "document"})
+MEDIA_ORIGIN = "https://lookaside.fbsbx.com"  # where a media object's url points
 
 
 class WhatsAppError(AdapterError):
@@ -88,6 +93,7 @@ class WhatsAppAdapter(ChannelAdapter):
         if not isinstance(sender, str) or not isinstance(message_id, str) or not sender or not message_id:
             return None
         approval = None
+        has_file = False
         if message.get("type") == "text":
             text = str((message.get("text") or {}).get("body") or "")
         elif message.get("type") == "interactive":
@@ -97,9 +103,14 @@ class WhatsAppAdapter(ChannelAdapter):
                 return None
             approval = (parts[1], parts[2] == "y")
             text = "/approve" if approval[1] else "/deny"
+        elif message.get("type") in MEDIA_TYPES:
+            media = message.get(str(message["type"])) or {}
+            if not isinstance(media, dict) or not isinstance(media.get("id"), str):
+                return None
+            text, has_file = str(media.get("caption") or ""), True  # a file alone is answered too
         else:
-            return None  # images, locations, reactions: not answered
-        if not text.strip():
+            return None  # audio, locations, reactions: not answered
+        if not text.strip() and not has_file:
             return None
         return InboundMessage(
             platform_id=message_id[:200],
@@ -111,6 +122,53 @@ class WhatsAppAdapter(ChannelAdapter):
             approval=approval,
             raw=message,
         )
+
+    def offers_files(self, message: InboundMessage) -> bool:
+        return message.raw.get("type") in MEDIA_TYPES
+
+    async def fetch_files(self, message: InboundMessage) -> InboundMessage:
+        """The message with its image or document read: ``GET {base}/<media id>`` for
+        its URL, then that URL with the token (only on Meta's media host), within the
+        caps; the bytes checked against the ``sha256`` the media object gives."""
+        from channels_app.attachments import PlatformFile, read_platform_files
+
+        kind = str(message.raw.get("type"))
+        media = message.raw.get(kind) or {}
+        mime_type = str(media.get("mime_type") or "").split(";")[0].strip()
+        name = str(media.get("filename") or "") or kind + (mimetypes.guess_extension(mime_type) or "")
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            item = PlatformFile(name, self._media_reader(client, str(media["id"])), None, mime_type)
+            files, refused = await read_platform_files([item])
+        return replace(message, files=tuple(files), refused_files=tuple(refused))
+
+    def _media_reader(self, client: httpx.AsyncClient, media_id: str) -> Any:
+        from channels_app.attachments import Fetched, NotFetched, read_capped, same_origin
+
+        headers = {"Authorization": f"Bearer {self.channel.bot_token}"}
+
+        async def read(max_bytes: int) -> Fetched:
+            base = settings.CLAW_WHATSAPP_API_URL.rstrip("/")
+            response = await client.get(f"{base}/{quote(media_id, safe='')}", headers=headers)
+            try:
+                found = response.json()
+            except ValueError:
+                found = None
+            if response.status_code != 200 or not isinstance(found, dict) or not found.get("url"):
+                raise NotFetched(f"media lookup: HTTP {response.status_code}")
+            url = str(found["url"])
+            if not same_origin(url, [MEDIA_ORIGIN, base]):
+                raise NotFetched("not on WhatsApp's media host")  # the token goes nowhere else
+            size = str(found.get("file_size", ""))
+            if size.isdigit() and int(size) >= max_bytes:
+                return Fetched(200, b"", True)
+            got = await read_capped(client, url, max_bytes, headers)
+            checksum = str(found.get("sha256") or "")
+            whole = got.status == 200 and not got.truncated
+            if whole and checksum and hashlib.sha256(got.body).hexdigest() != checksum.lower():
+                raise NotFetched("its checksum does not match")
+            return got
+
+        return read
 
     async def call(self, body: dict[str, Any]) -> dict[str, Any]:
         url = f"{settings.CLAW_WHATSAPP_API_URL.rstrip('/')}/{self.channel.account_id}/messages"
