@@ -23,7 +23,7 @@ from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from agents.actions.routines import ROUTINES_CHANNEL
-from agents.routines.firing import start_due_fires
+from agents.routines.firing import FIRE_BATCH, claim_and_start
 from agents.routines.outcome import settle_finished
 from agents.routines.planner import plan_due
 from claw_platform.db import listen_connection_params
@@ -33,7 +33,10 @@ logger = logging.getLogger("claw.routines")
 
 # Due work another worker holds (locked): look again shortly.
 NOTHING_CLAIMABLE_PAUSE = 0.2
-RUNNING_POLL = 1.0  # routine runs are going: settle them within a second
+RUNNING_POLL = 1.0
+# Finished runs settled per tick: settling is a few statements per run, and due fires
+# wait for it; the next tick settles more.
+SETTLE_PER_TICK = 50  # routine runs are going: settle them within a second
 
 NEXT_WAKE_SQL = """
 SELECT
@@ -64,15 +67,16 @@ def tick(owner: str, now: datetime | None = None, *, shell_pool: ThreadPoolExecu
     # The scheduler plans, claims and settles every tenant's routines: system code.
     with system_bypass():
         planned = plan_due(now)
-        shell_runs = start_due_fires(now, owner)
-        started = len(shell_runs)
+        claimed, shell_runs = claim_and_start(now, owner)
         for row_id in shell_runs:
             if shell_pool is not None:
                 shell_pool.submit(_in_thread, execute_started_run, row_id)
             else:
                 execute_started_run(row_id)
-        settled = settle_finished(now)
-    return bool(planned or started or settled)
+        if claimed >= FIRE_BATCH:
+            return True  # more fires are due: they start before finished runs settle
+        settled = settle_finished(now, limit=SETTLE_PER_TICK)
+    return bool(planned or claimed or settled)
 
 
 def _in_thread(function: object, *args: object) -> None:
