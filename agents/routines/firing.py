@@ -46,6 +46,7 @@ from agents.models import (
     Session,
     Thread,
 )
+from agents.routines.rows import update_rows
 from claw_platform.db import readable_failure
 
 logger = logging.getLogger("claw.routines")
@@ -201,7 +202,7 @@ def _start_together(fires: list[RoutineFire], owner: str, now: datetime) -> list
                         run_id=result.pk if running and isinstance(result, Run) else None,
                     )
                 )
-            RoutineFire._base_manager.bulk_update(fires, ["state", "started_by"])
+            update_rows(RoutineFire, fires, ["state", "started_by"])
             RoutineRun._base_manager.bulk_create(rows)
     except Exception:
         logger.exception("%d routine fires could not start together; starting them one by one", len(fires))
@@ -266,7 +267,7 @@ def _sessions_for(fires: list[RoutineFire]) -> dict[Any, Session]:
             fire.routine.session = sessions[fire.pk]
             owned.append(fire.routine)
     if owned:
-        Routine._base_manager.bulk_update(owned, ["session"])
+        update_rows(Routine, owned, ["session"])
     return sessions
 
 

@@ -33,6 +33,7 @@ from agents.models import (
     TriggerKind,
 )
 from agents.routines.events import event_fires
+from agents.routines.rows import update_rows
 from agents.routines.times import jitter_offset, stagger_offset
 
 PLAN_BATCH = 500
@@ -151,7 +152,7 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
                 routine.status, routine.last_status = RoutineStatus.COMPLETED, RoutineRunStatus.SKIPPED
         RoutineFire._base_manager.bulk_create(fires, ignore_conflicts=True)
         RoutineRun._base_manager.bulk_create(skipped_rows)
-        Routine._base_manager.bulk_update(routines, ["next_run_at", "status", "last_status", "event_cursor"])
+        update_rows(Routine, routines, ["next_run_at", "status", "last_status", "event_cursor"])
         return len(routines)
 
 
