@@ -59,8 +59,15 @@ def next_wake(now: datetime) -> tuple[float, bool]:
     return wait, bool(running)
 
 
-def tick(owner: str, now: datetime | None = None, *, shell_pool: ThreadPoolExecutor | None = None) -> bool:
-    """One round; True when it did something (look again at once)."""
+def tick(
+    owner: str,
+    now: datetime | None = None,
+    *,
+    shell_pool: ThreadPoolExecutor | None = None,
+    settle: bool = True,
+) -> bool:
+    """One round; True when it did something (look again at once). ``settle=False``:
+    finished runs are settled elsewhere (the scheduler's settling thread)."""
     from agents.routines.heartbeat_schedule import execute_started_run
 
     now = now or timezone.now()
@@ -73,8 +80,8 @@ def tick(owner: str, now: datetime | None = None, *, shell_pool: ThreadPoolExecu
                 shell_pool.submit(_in_thread, execute_started_run, row_id)
             else:
                 execute_started_run(row_id)
-        if claimed >= FIRE_BATCH:
-            return True  # more fires are due: they start before finished runs settle
+        if claimed >= FIRE_BATCH or not settle:
+            return bool(planned or claimed)  # more fires may be due: they start before runs settle
         settled = settle_finished(now, limit=SETTLE_PER_TICK)
     return bool(planned or claimed or settled)
 
@@ -105,17 +112,24 @@ class Scheduler:
         self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="claw-routines", daemon=True)
         self._listener = threading.Thread(target=self._listen, name="claw-routines-listen", daemon=True)
+        # Finished runs settle in a thread (and connection) of their own: settling is a
+        # few statements per run, and due fires would wait for them.
+        self._settler = threading.Thread(target=self._settle, name="claw-routines-settle", daemon=True)
+        self._settle_due = threading.Event()
         self._shell_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="claw-routine-shell")
         self.queries_idle = 0
 
     def start(self) -> None:
         self._listener.start()
+        self._settler.start()
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        self._settle_due.set()
         self._thread.join(timeout=10)
+        self._settler.join(timeout=10)
         self._shell_pool.shutdown(wait=False, cancel_futures=True)
 
     def _listen(self) -> None:
@@ -146,7 +160,9 @@ class Scheduler:
                 # quietly, instead of failing the round and logging a new outage.
                 close_old_connections()
                 due_in, running = next_wake(timezone.now())
-                if (due_in <= 0 or running) and tick(self.owner, shell_pool=self._shell_pool):
+                if running:
+                    self._settle_due.set()
+                if (due_in <= 0 or running) and tick(self.owner, shell_pool=self._shell_pool, settle=False):
                     continue  # did something: more may be due
                 wait = min(
                     due_in if due_in > 0 else NOTHING_CLAIMABLE_PAUSE, RUNNING_POLL if running else idle
@@ -156,6 +172,26 @@ class Scheduler:
                 wait = 5.0
                 close_old_connections()
             self._wake.wait(wait)
+
+    def _settle(self) -> None:
+        """Settle finished routine runs whenever the scheduler saw some going (about
+        every RUNNING_POLL while they go; no query while none do)."""
+        while not self._stop.is_set():
+            self._settle_due.wait()
+            self._settle_due.clear()
+            if self._stop.is_set():
+                break
+            try:
+                close_old_connections()
+                # Settles every tenant's routine runs: system code.
+                with system_bypass():
+                    while settle_finished(timezone.now(), limit=SETTLE_PER_TICK) and not self._stop.is_set():
+                        pass
+            except Exception:
+                logger.exception("settling routine runs failed")
+                close_old_connections()
+                self._stop.wait(5.0)
+        connection.close()
 
 
 def start_scheduler_thread(owner: str) -> Scheduler | None:
