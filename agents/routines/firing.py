@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Count, Q
 
 from agents.actions.conversation import do_create_session
@@ -228,12 +228,7 @@ def _sessions_for(fires: list[RoutineFire]) -> dict[Any, Session]:
     if not new:
         return sessions
     pairs = {(fire.routine.agent_id, fire.routine.user_id) for fire in new if fire.routine.user_id}
-    known: set[tuple[Any, Any]] = set()
-    if pairs:
-        chats = Q()
-        for agent_id, user_id in pairs:
-            chats |= Q(agent_id=agent_id, user_id=user_id)
-        known = set(Session._base_manager.filter(chats).values_list("agent_id", "user_id").distinct())
+    known = _chatted(pairs)
     rows: list[Session] = []
     threads: list[Thread] = []
     for fire in new:
@@ -269,6 +264,23 @@ def _sessions_for(fires: list[RoutineFire]) -> dict[Any, Session]:
     if owned:
         update_rows(Routine, owned, ["session"])
     return sessions
+
+
+_CHATTED_SQL = """
+SELECT p.agent_id, p.user_id FROM unnest(%s::bigint[], %s::bigint[]) AS p(agent_id, user_id)
+WHERE EXISTS (SELECT 1 FROM agents_session s WHERE s.agent_id = p.agent_id AND s.user_id = p.user_id)
+"""
+
+
+def _chatted(pairs: set[tuple[Any, Any]]) -> set[tuple[Any, Any]]:
+    """The (agent, user) pairs that have a session already (``is_first_chat`` for
+    each, in one statement)."""
+    if not pairs:
+        return set()
+    ordered = sorted(pairs)
+    with connection.cursor() as cursor:
+        cursor.execute(_CHATTED_SQL, [[p[0] for p in ordered], [p[1] for p in ordered]])
+        return {(row[0], row[1]) for row in cursor.fetchall()}
 
 
 def _close(

@@ -102,12 +102,17 @@ def plan_routine(routine: Routine, now: datetime) -> Plan:
     return Plan(sorted(fires), skipped, following)
 
 
-def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
-    """Plan the due routines (a batch); returns how many routines were planned."""
+def plan_due(now: datetime, *, limit: int = PLAN_BATCH, ahead: float = 0.0) -> int:
+    """Plan the due routines (a batch); returns how many routines were planned.
+
+    ``ahead``: also the routines due within that many seconds, so that their fires
+    are written before their time (each still starts at its ``not_before``): the
+    scheduler thread plans a little ahead and only claims fires when they are due."""
+    horizon = now + timedelta(seconds=ahead)
     with transaction.atomic():
         routines = list(
             Routine._base_manager.select_for_update(skip_locked=True)
-            .filter(status=RoutineStatus.ACTIVE, next_run_at__lte=now)
+            .filter(status=RoutineStatus.ACTIVE, next_run_at__lte=horizon)
             .order_by("next_run_at")[:limit]
         )
         if not routines:
@@ -119,7 +124,7 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
             if routine.trigger == TriggerKind.EVENT:
                 fires.extend(_event_fires(routine, now))
                 continue
-            plan = plan_routine(routine, now)
+            plan = plan_routine(routine, horizon)
             for due, reason in plan.fires:
                 start = due + jitter_offset(routine.pk, routine.jitter_seconds)
                 if reason == "catch_up":

@@ -33,10 +33,15 @@ logger = logging.getLogger("claw.routines")
 
 # Due work another worker holds (locked): look again shortly.
 NOTHING_CLAIMABLE_PAUSE = 0.2
-RUNNING_POLL = 1.0
+RUNNING_POLL = 1.0  # routine runs are going: settle them within a second
+# Routines are planned this long before they are due: at its due time a fire is only
+# claimed and started (planning a burst of routines no longer delays their runs). A
+# routine paused or changed within this time still has its fire: a paused one is
+# recorded as skipped when the fire comes due.
+PLAN_AHEAD_SECONDS = 2.0
 # Finished runs settled per tick: settling is a few statements per run, and due fires
 # wait for it; the next tick settles more.
-SETTLE_PER_TICK = 50  # routine runs are going: settle them within a second
+SETTLE_PER_TICK = 50
 
 NEXT_WAKE_SQL = """
 SELECT
@@ -46,16 +51,17 @@ SELECT
 """
 
 
-def next_wake(now: datetime) -> tuple[float, bool]:
-    """Seconds until a routine or fire is due (capped at the idle poll), and whether
-    routine runs are going (one query)."""
+def next_wake(now: datetime, *, ahead: float = 0.0) -> tuple[float, bool]:
+    """Seconds until a routine is to be planned (``ahead`` of its due time) or a
+    fire is due (capped at the idle poll), and whether routine runs are going (one
+    query)."""
     with system_bypass(), connection.cursor() as cursor:  # every tenant's routines and fires
         cursor.execute(NEXT_WAKE_SQL)
         due, fire, running = cursor.fetchone()
     wait = float(settings.CLAW_ROUTINE_IDLE_POLL_SECONDS)
-    for at in (due, fire):
+    for at, early in ((due, ahead), (fire, 0.0)):
         if at is not None:
-            wait = min(wait, max((at - now).total_seconds(), 0.0))
+            wait = min(wait, max((at - now).total_seconds() - early, 0.0))
     return wait, bool(running)
 
 
@@ -65,15 +71,17 @@ def tick(
     *,
     shell_pool: ThreadPoolExecutor | None = None,
     settle: bool = True,
+    ahead: float = 0.0,
 ) -> bool:
     """One round; True when it did something (look again at once). ``settle=False``:
-    finished runs are settled elsewhere (the scheduler's settling thread)."""
+    finished runs are settled elsewhere (the scheduler's settling thread); ``ahead``:
+    routines due within that many seconds are planned already (``plan_due``)."""
     from agents.routines.heartbeat_schedule import execute_started_run
 
     now = now or timezone.now()
     # The scheduler plans, claims and settles every tenant's routines: system code.
     with system_bypass():
-        planned = plan_due(now)
+        planned = plan_due(now, ahead=ahead)
         claimed, shell_runs = claim_and_start(now, owner)
         for row_id in shell_runs:
             if shell_pool is not None:
@@ -159,10 +167,12 @@ class Scheduler:
                 # meanwhile (a restart) fails Django's health check and is replaced
                 # quietly, instead of failing the round and logging a new outage.
                 close_old_connections()
-                due_in, running = next_wake(timezone.now())
+                due_in, running = next_wake(timezone.now(), ahead=PLAN_AHEAD_SECONDS)
                 if running:
                     self._settle_due.set()
-                if (due_in <= 0 or running) and tick(self.owner, shell_pool=self._shell_pool, settle=False):
+                if (due_in <= 0 or running) and tick(
+                    self.owner, shell_pool=self._shell_pool, settle=False, ahead=PLAN_AHEAD_SECONDS
+                ):
                     continue  # did something: more may be due
                 wait = min(
                     due_in if due_in > 0 else NOTHING_CLAIMABLE_PAUSE, RUNNING_POLL if running else idle
