@@ -4,8 +4,11 @@
 ``FOR UPDATE SKIP LOCKED`` (another worker skips them) and, in the same
 transaction, starts each fire's action and marks it started: a worker killed before
 the commit leaves the fire pending for the next tick of any worker, and one that
-committed has started it once. Each fire runs in a savepoint of its own, so one
-fire's error never undoes the others'.
+committed has started it once. The plain agent and light fires of a batch start
+together (:func:`_start_together`: their sessions in two INSERTs, their messages in
+one statement of ``agents.actions.message_batch``, their RoutineRuns in one INSERT),
+in one savepoint: if it fails, they start one by one like the rest, each in a
+savepoint of its own, so one fire's error never undoes the others'.
 
 Before starting: a paused routine skips its scheduled fires (manual ones run), the
 hourly cap (``max_runs_per_hour``) and the overlap policy are checked; what is not
