@@ -4,8 +4,11 @@
 ``FOR UPDATE SKIP LOCKED`` (another worker skips them) and, in the same
 transaction, starts each fire's action and marks it started: a worker killed before
 the commit leaves the fire pending for the next tick of any worker, and one that
-committed has started it once. Each fire runs in a savepoint of its own, so one
-fire's error never undoes the others'.
+committed has started it once. The plain agent and light fires of a batch start
+together (:func:`_start_together`: their sessions in two INSERTs, their messages in
+one statement of ``agents.actions.message_batch``, their RoutineRuns in one INSERT),
+in one savepoint: if it fails, they start one by one like the rest, each in a
+savepoint of its own, so one fire's error never undoes the others'.
 
 Before starting: a paused routine skips its scheduled fires (manual ones run), the
 hourly cap (``max_runs_per_hour``) and the overlap policy are checked; what is not
@@ -26,10 +29,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
+from django.db.models import Count, Q
 
 from agents.actions.conversation import do_create_session
+from agents.actions.message_batch import MessageRequest, do_send_messages
 from agents.actions.runs import AgentDisabled, do_send_message
+from agents.engine.commands import parse_slash_command
 from agents.models import (
     ActionKind,
     FireState,
@@ -39,14 +45,18 @@ from agents.models import (
     RoutineRun,
     RoutineRunStatus,
     RoutineStatus,
+    Run,
     Session,
+    Thread,
 )
+from agents.routines.rows import update_rows
 from claw_platform.db import readable_failure
 
 logger = logging.getLogger("claw.routines")
 
-FIRE_BATCH = 50
+FIRE_BATCH = 200  # at most agents.actions.message_batch.MAX_BATCH
 QUEUE_ONE_RECHECK = timedelta(seconds=5)
+REFUSED_USER = "the routine's user may no longer act in this tenant"
 COUNTED_STATUSES = (RoutineRunStatus.RUNNING, RoutineRunStatus.OK, RoutineRunStatus.FAILED)
 
 
@@ -54,15 +64,30 @@ def start_due_fires(now: datetime, owner: str, *, limit: int = FIRE_BATCH) -> li
     """Start a batch of due fires; returns the ids of the shell and heartbeat
     RoutineRuns to execute after this commit
     (``agents.routines.heartbeat_schedule.execute_started_run``)."""
+    return claim_and_start(now, owner, limit=limit)[1]
+
+
+def claim_and_start(now: datetime, owner: str, *, limit: int = FIRE_BATCH) -> tuple[int, list[int]]:
+    """:func:`start_due_fires`, also saying how many fires it claimed (``limit``:
+    more are probably due)."""
     shell_runs: list[int] = []
     with transaction.atomic():
         fires = list(
             RoutineFire._base_manager.select_for_update(skip_locked=True, of=("self",))
             .filter(state=FireState.PENDING, not_before__lte=now)
-            .select_related("routine")
             .order_by("not_before")[:limit]
         )
+        if not fires:
+            return 0, []
+        routines = _lock_routines(fires)
         for fire in fires:
+            fire.routine = routines[fire.routine_id]
+        together = _plain_fires(fires, routines, now)
+        alone = set(_start_together(together, owner, now)) if together else set()
+        alone |= {fire.pk for fire in fires} - {fire.pk for fire in together}
+        for fire in fires:
+            if fire.pk not in alone:
+                continue
             try:
                 with transaction.atomic():
                     started = start_fire(fire, owner, now)
@@ -73,7 +98,192 @@ def start_due_fires(now: datetime, owner: str, *, limit: int = FIRE_BATCH) -> li
                 continue
             if started is not None:
                 shell_runs.append(started)
-    return shell_runs
+    return len(fires), shell_runs
+
+
+def _lock_routines(fires: list[RoutineFire]) -> dict[Any, Routine]:
+    """The batch's routines, locked in one statement (in id order, as every batch
+    locks them), with what starting them reads: agent, user, session."""
+    return {
+        routine.pk: routine
+        for routine in Routine._base_manager.select_for_update(of=("self",))
+        .filter(pk__in={fire.routine_id for fire in fires})
+        .select_related("agent", "user", "session")
+        .order_by("pk")
+    }
+
+
+def _plain_fires(fires: list[RoutineFire], routines: dict[Any, Routine], now: datetime) -> list[RoutineFire]:
+    """The fires that start an agent or light run with nothing to decide first: the
+    routine's first fire in the batch, active (or run by hand), under its hourly cap,
+    no run of it going, a prompt that is no slash command. The others (skips,
+    overlap, shell, heartbeat) take :func:`start_fire` one by one."""
+    candidates = [
+        fire
+        for fire in fires
+        if routines[fire.routine_id].action in (ActionKind.AGENT, ActionKind.LIGHT)
+        and (routines[fire.routine_id].status == RoutineStatus.ACTIVE or fire.reason == "manual")
+        and parse_slash_command(routines[fire.routine_id].prompt) is None
+    ]
+    if not candidates:
+        return []
+    hour_ago = now - timedelta(hours=1)
+    counted = Q(started_at__gt=hour_ago, status__in=COUNTED_STATUSES)
+    history = {
+        row["routine_id"]: row
+        for row in RoutineRun._base_manager.filter(routine_id__in={fire.routine_id for fire in candidates})
+        .filter(counted | Q(status=RoutineRunStatus.RUNNING))
+        .values("routine_id")
+        .annotate(
+            recent=Count("id", filter=counted),
+            going=Count("id", filter=Q(status=RoutineRunStatus.RUNNING)),
+        )
+    }
+    plain: list[RoutineFire] = []
+    seen: set[Any] = set()
+    for fire in candidates:
+        routine = routines[fire.routine_id]
+        row = history.get(routine.pk, {"recent": 0, "going": 0})
+        capped = (
+            fire.attempt == 0 and routine.max_runs_per_hour and row["recent"] >= routine.max_runs_per_hour
+        )
+        if routine.pk not in seen and not capped and not row["going"]:
+            plain.append(fire)
+        seen.add(routine.pk)
+    return plain
+
+
+def _start_together(fires: list[RoutineFire], owner: str, now: datetime) -> list[Any]:
+    """Start the plain fires together (:func:`_plain_fires`): their new sessions in
+    two INSERTs, their messages in one statement (``agents.actions.message_batch``),
+    their RoutineRuns in one INSERT. What it writes is what :func:`start_fire` would
+    have written, fire by fire. Returns the ids of the fires left to
+    :func:`start_fire`: all of them when a statement failed (its savepoint undone)."""
+    before = [(fire.state, fire.started_by) for fire in fires]
+    try:
+        with transaction.atomic():
+            sessions = _sessions_for(fires)
+            results = do_send_messages(
+                [
+                    MessageRequest(
+                        sessions[fire.pk],
+                        _prompt(fire.routine, fire),
+                        acting_user=fire.routine.user if fire.routine.user_id else None,
+                        require_enabled=True,
+                    )
+                    for fire in fires
+                ]
+            )
+            if any(isinstance(result, DatabaseError) for result in results):
+                raise DatabaseError("a message of the batch failed")
+            rows: list[RoutineRun] = []
+            for fire, result in zip(fires, results, strict=True):
+                status, reason = RoutineRunStatus.RUNNING, ""
+                if isinstance(result, PermissionDenied):
+                    status, reason = RoutineRunStatus.REFUSED, REFUSED_USER
+                elif isinstance(result, AgentDisabled):
+                    status, reason = RoutineRunStatus.FAILED, "the agent is disabled"
+                elif isinstance(result, Exception):
+                    logger.error("routine fire %s could not start: %r", fire.pk, result)
+                    status, reason = RoutineRunStatus.FAILED, readable_failure(result)
+                elif result is None:  # only a /stop returns no run (never sent here)
+                    status, reason = RoutineRunStatus.FAILED, "no run was created"
+                running = status == RoutineRunStatus.RUNNING
+                fire.state = FireState.STARTED if running else FireState.DONE
+                fire.started_by = owner
+                rows.append(
+                    RoutineRun(
+                        tenant_id=fire.tenant_id,
+                        routine_id=fire.routine_id,
+                        fire=fire,
+                        attempt=fire.attempt,
+                        scheduled_for=fire.scheduled_for,
+                        status=status,
+                        reason=reason[:200],
+                        started_at=now,
+                        finished_at=None if running else now,
+                        run_id=result.pk if running and isinstance(result, Run) else None,
+                    )
+                )
+            update_rows(RoutineFire, fires, ["state", "started_by"])
+            RoutineRun._base_manager.bulk_create(rows)
+    except Exception:
+        logger.exception("%d routine fires could not start together; starting them one by one", len(fires))
+        for fire, (state, started_by) in zip(fires, before, strict=True):
+            fire.state, fire.started_by = state, started_by
+        return [fire.pk for fire in fires]
+    return []
+
+
+def _sessions_for(fires: list[RoutineFire]) -> dict[Any, Session]:
+    """Each fire's session, as :func:`_send` picks it: the agent routine's own, new
+    ones made here (a user's first chat with the agent through
+    ``do_create_session``, which seeds their files; the rest inserted together)."""
+    sessions: dict[Any, Session] = {}
+    new: list[RoutineFire] = []
+    for fire in fires:
+        routine = fire.routine
+        own = routine.session if routine.session_id else None
+        if routine.action == ActionKind.AGENT and own is not None and own.agent_id == routine.agent_id:
+            sessions[fire.pk] = own
+        else:
+            new.append(fire)
+    if not new:
+        return sessions
+    pairs = {(fire.routine.agent_id, fire.routine.user_id) for fire in new if fire.routine.user_id}
+    known = _chatted(pairs)
+    rows: list[Session] = []
+    threads: list[Thread] = []
+    for fire in new:
+        routine = fire.routine
+        title = f"Routine: {routine.name}"[:200]
+        pair = (routine.agent_id, routine.user_id)
+        if routine.user_id and pair not in known:
+            session = do_create_session(routine.agent, user=routine.user, channel="routine", title=title)
+            known.add(pair)
+        else:
+            thread = Thread(tenant_id=routine.tenant_id)
+            session = Session(
+                tenant_id=routine.tenant_id,
+                agent=routine.agent,
+                user_id=routine.user_id,
+                channel="routine",
+                title=title,
+                active_thread_id=thread.pk,
+            )
+            thread.session = session
+            rows.append(session)
+            threads.append(thread)
+        sessions[fire.pk] = session
+    # The session and its thread point at each other: the foreign keys are checked
+    # at commit (deferred), so the two INSERTs may come in either order.
+    Session._base_manager.bulk_create(rows)
+    Thread._base_manager.bulk_create(threads)
+    owned = []
+    for fire in new:
+        if fire.routine.action == ActionKind.AGENT:
+            fire.routine.session = sessions[fire.pk]
+            owned.append(fire.routine)
+    if owned:
+        update_rows(Routine, owned, ["session"])
+    return sessions
+
+
+_CHATTED_SQL = """
+SELECT p.agent_id, p.user_id FROM unnest(%s::bigint[], %s::bigint[]) AS p(agent_id, user_id)
+WHERE EXISTS (SELECT 1 FROM agents_session s WHERE s.agent_id = p.agent_id AND s.user_id = p.user_id)
+"""
+
+
+def _chatted(pairs: set[tuple[Any, Any]]) -> set[tuple[Any, Any]]:
+    """The (agent, user) pairs that have a session already (``is_first_chat`` for
+    each, in one statement)."""
+    if not pairs:
+        return set()
+    ordered = sorted(pairs)
+    with connection.cursor() as cursor:
+        cursor.execute(_CHATTED_SQL, [[p[0] for p in ordered], [p[1] for p in ordered]])
+        return {(row[0], row[1]) for row in cursor.fetchall()}
 
 
 def _close(
@@ -145,9 +355,7 @@ def start_fire(fire: RoutineFire, owner: str, now: datetime) -> int | None:
     try:
         run = _send(routine, fire)
     except PermissionDenied:
-        _close(
-            fire, owner, RoutineRunStatus.REFUSED, now, "the routine's user may no longer act in this tenant"
-        )
+        _close(fire, owner, RoutineRunStatus.REFUSED, now, REFUSED_USER)
         return None
     except AgentDisabled:
         _close(fire, owner, RoutineRunStatus.FAILED, now, "the agent is disabled")
@@ -174,12 +382,15 @@ def _send(routine: Routine, fire: RoutineFire) -> Any:
             )
             routine.session = session
             routine.save(update_fields=["session"])
-    prompt = routine.prompt
-    if fire.event_detail:
-        prompt = f"{prompt}\n\nThe event that triggered this routine:\n{fire.event_detail}"
     return do_send_message(
         Session(pk=session.pk, tenant_id=routine.tenant_id),
-        prompt,
+        _prompt(routine, fire),
         acting_user=acting,
         require_enabled=True,
     )
+
+
+def _prompt(routine: Routine, fire: RoutineFire) -> str:
+    if fire.event_detail:
+        return f"{routine.prompt}\n\nThe event that triggered this routine:\n{fire.event_detail}"
+    return routine.prompt

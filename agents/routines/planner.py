@@ -33,6 +33,7 @@ from agents.models import (
     TriggerKind,
 )
 from agents.routines.events import event_fires
+from agents.routines.rows import update_rows
 from agents.routines.times import jitter_offset, stagger_offset
 
 PLAN_BATCH = 500
@@ -101,12 +102,17 @@ def plan_routine(routine: Routine, now: datetime) -> Plan:
     return Plan(sorted(fires), skipped, following)
 
 
-def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
-    """Plan the due routines (a batch); returns how many routines were planned."""
+def plan_due(now: datetime, *, limit: int = PLAN_BATCH, ahead: float = 0.0) -> int:
+    """Plan the due routines (a batch); returns how many routines were planned.
+
+    ``ahead``: also the routines due within that many seconds, so that their fires
+    are written before their time (each still starts at its ``not_before``): the
+    scheduler thread plans a little ahead and only claims fires when they are due."""
+    horizon = now + timedelta(seconds=ahead)
     with transaction.atomic():
         routines = list(
             Routine._base_manager.select_for_update(skip_locked=True)
-            .filter(status=RoutineStatus.ACTIVE, next_run_at__lte=now)
+            .filter(status=RoutineStatus.ACTIVE, next_run_at__lte=horizon)
             .order_by("next_run_at")[:limit]
         )
         if not routines:
@@ -118,7 +124,7 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
             if routine.trigger == TriggerKind.EVENT:
                 fires.extend(_event_fires(routine, now))
                 continue
-            plan = plan_routine(routine, now)
+            plan = plan_routine(routine, horizon)
             for due, reason in plan.fires:
                 start = due + jitter_offset(routine.pk, routine.jitter_seconds)
                 if reason == "catch_up":
@@ -151,7 +157,7 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH) -> int:
                 routine.status, routine.last_status = RoutineStatus.COMPLETED, RoutineRunStatus.SKIPPED
         RoutineFire._base_manager.bulk_create(fires, ignore_conflicts=True)
         RoutineRun._base_manager.bulk_create(skipped_rows)
-        Routine._base_manager.bulk_update(routines, ["next_run_at", "status", "last_status", "event_cursor"])
+        update_rows(Routine, routines, ["next_run_at", "status", "last_status", "event_cursor"])
         return len(routines)
 
 

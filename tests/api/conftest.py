@@ -53,6 +53,12 @@ def inline_runs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         "agents.actions.runs.enqueue_run_with_commit",
         lambda run_id: transaction.on_commit(lambda: execute_run(run_id)),
     )
+    # Runs written in a batch (agents.actions.message_batch: routine fires) too.
+    monkeypatch.setattr("agents.actions.message_batch.run_batch_task", lambda run_ids: None)
+    monkeypatch.setattr(
+        "agents.actions.message_batch.queue_batch_task",
+        lambda run_ids: [execute_run(run_id) for run_id in run_ids],
+    )
     try:
         yield
     finally:
