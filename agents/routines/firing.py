@@ -49,6 +49,7 @@ from agents.models import (
     Session,
     Thread,
 )
+from agents.routines.light import LIGHT_CHANNEL, light_session
 from agents.routines.rows import update_rows
 from claw_platform.db import readable_failure
 
@@ -238,8 +239,15 @@ def _sessions_for(fires: list[RoutineFire]) -> dict[Any, Session]:
         routine = fire.routine
         title = f"Routine: {routine.name}"[:200]
         pair = (routine.agent_id, routine.user_id)
+        # A light run: its own channel (the minimal prompt) on the agent's cheap model.
+        light = routine.action == ActionKind.LIGHT
+        channel = LIGHT_CHANNEL if light else "routine"
+        cheap = routine.agent.cheap_model_id if light else None
         if routine.user_id and pair not in known:
-            session = do_create_session(routine.agent, user=routine.user, channel="routine", title=title)
+            session = do_create_session(routine.agent, user=routine.user, channel=channel, title=title)
+            if cheap is not None:
+                Session._base_manager.filter(pk=session.pk).update(model_override_id=cheap)
+                session.model_override_id = cheap
             known.add(pair)
         else:
             thread = Thread(tenant_id=routine.tenant_id)
@@ -247,9 +255,10 @@ def _sessions_for(fires: list[RoutineFire]) -> dict[Any, Session]:
                 tenant_id=routine.tenant_id,
                 agent=routine.agent,
                 user_id=routine.user_id,
-                channel="routine",
+                channel=channel,
                 title=title,
                 active_thread_id=thread.pk,
+                model_override_id=cheap,
             )
             thread.session = session
             rows.append(session)
@@ -371,9 +380,7 @@ def _send(routine: Routine, fire: RoutineFire) -> Any:
     acting = routine.user if routine.user_id else None
     session: Session | None = None
     if routine.action == ActionKind.LIGHT:
-        session = do_create_session(
-            routine.agent, user=acting, channel="routine", title=f"Routine: {routine.name}"[:200]
-        )
+        session = light_session(routine)
     else:
         session = routine.session if routine.session_id else None
         if session is None or session.agent_id != routine.agent_id:

@@ -55,3 +55,28 @@ def test_a_light_session_uses_the_cheap_model_and_the_minimal_prompt(live_agent,
     light_system = light["messages"][0]["content"]
     assert len(light_system) < len(full_system)
     assert "A assistant" in light_system or "helpful assistant" in light_system  # identity kept
+
+
+def test_a_fired_light_routine_runs_in_a_light_session_on_the_cheap_model(live_agent):
+    """Through the scheduler: the batch path (a user who chatted before) and a user's
+    first chat (do_create_session) both give a light fire its own light session."""
+    from agents.actions.config import do_create_model_profile
+    from agents.models import RoutineRun, Session
+    from tests.routines.helpers import tick
+
+    cheap = do_create_model_profile(
+        live_agent.provider, model="a-cheap-model", context_window=8_000, max_output_tokens=512
+    )
+    Agent._base_manager.filter(pk=live_agent.agent.pk).update(cheap_model=cheap)
+    do_create_session(live_agent.agent, user=live_agent.member, title="chatted before")
+    chatted = make_routine(
+        live_agent, next_run_at=NOW, trigger="once", user=live_agent.member, action="light", name="a"
+    )
+    first = make_routine(
+        live_agent, next_run_at=NOW, trigger="once", user=live_agent.owner, action="light", name="b"
+    )
+    tick(NOW)
+    for routine in (chatted, first):
+        row = RoutineRun._base_manager.select_related("run").get(routine=routine)
+        session = Session._base_manager.get(pk=row.run.session_id)
+        assert (session.channel, session.model_override_id) == (LIGHT_CHANNEL, cheap.pk)
