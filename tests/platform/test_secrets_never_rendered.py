@@ -253,7 +253,11 @@ def api_get_paths(tenant_a) -> list[str]:
         }
         ids["id"] = ids["pk"]
         path = concrete(pattern, ids)
-        paths.append(path + ("?after=0&timeout=1" if path.endswith("/events/") else ""))
+        if path.endswith("/events/"):
+            path += "?after=0&timeout=1"
+        elif path.endswith("/memory/snapshot/"):
+            path += f"?agent={tenant_a.agent.slug}"  # an agent's snapshot: the agent is required
+        paths.append(path)
     return paths
 
 
