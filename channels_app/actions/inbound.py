@@ -168,10 +168,28 @@ def conversation_session(channel: Channel, message: InboundMessage, user: Any) -
     return session
 
 
-def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMessage) -> Dispatched:
-    """Decide what the stored update does; one transaction."""
+def claim_received(update: InboundUpdate) -> bool:
+    """Hold the stored update for its dispatch while it is still waiting (in the
+    dispatch's transaction): a slow first dispatch and the recovery sweep
+    (``channels_app.recovery``) never both dispatch one update. The other one skips
+    the locked row, or finds it no longer received once the holder committed; a
+    holder that dies rolls back and leaves the update to the sweep."""
+    held = (
+        InboundUpdate.objects.unscoped()
+        .select_for_update(skip_locked=True)
+        .filter(pk=update.pk, status=InboundStatus.RECEIVED)
+        .values_list("pk", flat=True)
+    )
+    return bool(list(held[:1]))
+
+
+def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMessage) -> Dispatched | None:
+    """Decide what the stored update does; one transaction. None: it is dispatched
+    already (or being dispatched) elsewhere."""
     target = Target(message.chat_id, message.thread_id)
     with transaction.atomic():
+        if not claim_received(update):
+            return None
         linking = LINK_COMMAND.match(message.text.strip())
         if message.unverified:
             # A forgeable sender: refused, or an unlinked sender (never the member). No
