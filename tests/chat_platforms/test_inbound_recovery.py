@@ -22,7 +22,7 @@ from channels_app.adapters.base import InboundRequest
 from channels_app.models import Channel, InboundStatus, InboundUpdate
 from channels_app.receive import _dispatch
 from channels_app.recovery import GIVEN_UP_DETAIL, sweep_unanswered
-from tests.chat_platforms import test_telegram, test_telegram_attachments, test_webhook_channel
+from tests.chat_platforms import test_discord, test_telegram, test_telegram_attachments, test_webhook_channel
 from tests.chat_platforms.conftest import make_channel
 from tests.chat_platforms.test_telegram import final_texts, post, update
 from tests.chat_platforms.test_telegram_attachments import model_parts, photo_sizes
@@ -35,13 +35,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 telegram = test_telegram.telegram  # a private chat with linked sender 42
 hook_channel = test_webhook_channel.hook_channel  # the generic webhook, linked sender ext-7
+discord = test_discord.discord  # a Discord bot, linked sender test_discord.USER
 caps = test_telegram_attachments.caps  # vision model, small file caps
 
 
 def crashed(channel: Channel, body: dict, *, age: timedelta = timedelta(minutes=4)) -> InboundUpdate:
-    """The update stored as the webhook stores it, then the process died: never
-    dispatched. ``age``: how long ago it came."""
-    [message] = adapter_for(channel).parse(InboundRequest(b"", {}), body)
+    """The update stored as the webhook (the Discord Gateway) stores it, then the
+    process died: never dispatched. ``age``: how long ago it came."""
+    adapter = adapter_for(channel)
+    if channel.kind == "discord":
+        [message] = [m for m in [adapter.parse_message(body)] if m is not None]  # type: ignore[attr-defined]
+    else:
+        [message] = adapter.parse(InboundRequest(b"", {}), body)
     stored = record_update(channel, message)
     assert stored is not None
     InboundUpdate.objects.unscoped().filter(pk=stored.pk).update(received_at=timezone.now() - age)
@@ -53,7 +58,9 @@ def sweep() -> int:
 
 
 def chat_runs() -> int:
-    return Run.objects.unscoped().filter(session__channel__in=["telegram", "webhook_channel"]).count()
+    return (
+        Run.objects.unscoped().filter(session__channel__in=["telegram", "webhook_channel", "discord"]).count()
+    )
 
 
 def status(stored: InboundUpdate) -> tuple[str, str]:
@@ -188,6 +195,20 @@ def test_a_crashed_webhook_message_is_answered_once(hook_channel, fake_callback,
     assert chat_runs() == 1
     assert len(fake_llm.requests) == 1
     assert status(stored)[0] == InboundStatus.ANSWERED
+
+
+def test_a_crashed_discord_message_keeps_whether_it_was_addressed(
+    discord, fake_discord, fake_llm, inline_runs
+):
+    fake_llm.script(FakeTurn(text="Discord recovered."))
+    mentioned = crashed(discord, test_discord.message("hi bot", guild="1", mentions=(test_discord.BOT,)))
+    chatter = crashed(discord, test_discord.message("just chatting", guild="1"))
+    assert sweep() == 2
+    fake_discord.wait_for(lambda f: "Discord recovered." in test_discord.texts(f))
+    assert status(mentioned)[0] == InboundStatus.ANSWERED
+    assert status(chatter)[0] == InboundStatus.IGNORED  # not for the bot, as the first time
+    assert chat_runs() == 1
+    assert len(fake_llm.requests) == 1
 
 
 def test_one_too_old_is_marked_failed_not_answered_late(telegram, fake_telegram, fake_llm, inline_runs):
