@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 from datetime import timedelta
 
@@ -19,7 +20,7 @@ from agents.models import ApprovalRequest, Attachment, Run
 from channels_app.actions.inbound import claim_received, record_update
 from channels_app.adapters import adapter_for
 from channels_app.adapters.base import InboundRequest
-from channels_app.models import Channel, InboundStatus, InboundUpdate
+from channels_app.models import Channel, ChannelLink, InboundStatus, InboundUpdate
 from channels_app.receive import _dispatch
 from channels_app.recovery import GIVEN_UP_DETAIL, sweep_unanswered
 from tests.chat_platforms import test_discord, test_telegram, test_telegram_attachments, test_webhook_channel
@@ -184,6 +185,27 @@ def test_a_crashed_button_press_decides_its_approval(
     fake_telegram.wait_for(lambda f: any("Not run after all." in t for t in final_texts(f)))
     assert ApprovalRequest.objects.unscoped().get(call_id="call_pwd").status == "denied"
     assert status(stored) == (InboundStatus.DECIDED, "denied")
+
+
+def test_a_crashed_link_command_links_and_its_code_leaves_the_payload(
+    telegram, fake_telegram, live_agent, inline_runs
+):
+    from tests.chat_platforms.test_linking import new_code
+
+    code = new_code(live_agent.admin)
+    stored = crashed(telegram, update(f"/link {code}", sender=77))
+    assert code in json.dumps(InboundUpdate.objects.unscoped().get(pk=stored.pk).payload)  # until dispatched
+    assert sweep() == 1
+    fake_telegram.wait_for(
+        lambda f: any(t.startswith("Linked: you talk to this bot as") for t in final_texts(f))
+    )
+    assert (
+        ChannelLink.objects.unscoped().get(channel=telegram, platform_user_id="77").user == live_agent.admin
+    )
+    assert status(stored) == (InboundStatus.ANSWERED, "linked")
+    payload = InboundUpdate.objects.unscoped().get(pk=stored.pk).payload
+    assert code not in json.dumps(payload)
+    assert payload["message"]["text"] == "/link [code]"
 
 
 def test_a_crashed_webhook_message_is_answered_once(hook_channel, fake_callback, fake_llm, inline_runs):
