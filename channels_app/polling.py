@@ -340,7 +340,8 @@ async def run_pollers(
     sweep_seconds: float = SWEEP_SECONDS,
 ) -> None:
     """Claim and poll channels until ``stop`` is set; every ``sweep_seconds`` also
-    sweep the undelivered replies (``channels_app.outbox``)."""
+    sweep the undelivered replies (``channels_app.outbox``) and the updates stored but
+    never dispatched (``channels_app.recovery``)."""
     # The pollers find and lease every tenant's polling channels (their tasks inherit
     # this; storing a batch enters the channel's own tenant).
     with system_bypass():
@@ -349,6 +350,7 @@ async def run_pollers(
 
 async def _run_pollers(stop: threading.Event, owner: str, scan_seconds: float, sweep_seconds: float) -> None:
     from channels_app.outbox import sweep_undelivered
+    from channels_app.recovery import sweep_unanswered
 
     running: dict[int, asyncio.Task[None]] = {}
     next_sweep = time.monotonic()
@@ -359,6 +361,10 @@ async def _run_pollers(stop: threading.Event, owner: str, scan_seconds: float, s
                 await sweep_undelivered()
             except Exception:
                 logger.exception("the undelivered-reply sweep failed")
+            try:
+                await sweep_unanswered()
+            except Exception:
+                logger.exception("the unanswered-update sweep failed")
         try:
             for channel_id in await db_async(pollable_channel_ids)():
                 task = running.get(channel_id)

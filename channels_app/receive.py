@@ -42,9 +42,12 @@ def _dispatch(channel: Channel, update: InboundUpdate, message: InboundMessage) 
         dispatched = dispatch_update(channel, update, message)
     except Exception:
         logger.exception("update %s on channel %s could not be dispatched", update.pk, channel.pk)
-        update.status = InboundStatus.FAILED
-        update.detail = "could not be dispatched"
-        update.save(update_fields=["status", "detail"])
+        InboundUpdate.objects.unscoped().filter(pk=update.pk, status=InboundStatus.RECEIVED).update(
+            status=InboundStatus.FAILED, detail="could not be dispatched"
+        )
+        return None
+    if dispatched is None:
+        logger.info("update %s on channel %s was dispatched elsewhere", update.pk, channel.pk)
         return None
     start_followup(channel, dispatched)
     return dispatched
@@ -60,19 +63,33 @@ def files_wanted(channel: Channel, message: InboundMessage) -> bool:
     )
 
 
-async def dispatch_with_files(channel: Channel, update: InboundUpdate, message: InboundMessage) -> None:
+async def dispatch_with_files(
+    channel: Channel, update: InboundUpdate, message: InboundMessage
+) -> Dispatched | None:
     """Read a stored message's files (within the caps), then dispatch it."""
+    message = await read_files(channel, update, message)
+    return await dispatch_in_tenant(channel, update, message)
+
+
+async def read_files(channel: Channel, update: InboundUpdate, message: InboundMessage) -> InboundMessage:
+    """The message with its files read, or named as not read (the words still go through)."""
     try:
-        message = await adapter_for(channel).fetch_files(message)
-    except Exception:  # the words still go through, the files named as not read
+        return await adapter_for(channel).fetch_files(message)
+    except Exception:
         logger.exception("files of update %s on channel %s could not be read", update.pk, channel.pk)
-        message = replace(message, files=(), refused_files=("The attachments could not be fetched.",))
+        return replace(message, files=(), refused_files=("The attachments could not be fetched.",))
 
-    def dispatch() -> None:
+
+async def dispatch_in_tenant(
+    channel: Channel, update: InboundUpdate, message: InboundMessage
+) -> Dispatched | None:
+    """:func:`_dispatch` from the background loop, in the channel's tenant."""
+
+    def dispatch() -> Dispatched | None:
         with tenant_context(channel.tenant_id):
-            _dispatch(channel, update, message)
+            return _dispatch(channel, update, message)
 
-    await db_async(dispatch)()
+    return await db_async(dispatch)()
 
 
 def start_followup(channel: Channel, dispatched: Dispatched) -> None:

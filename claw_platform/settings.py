@@ -297,6 +297,11 @@ CLAW_DISCORD_API_URL = config.env_str("CLAW_DISCORD_API_URL", "https://discord.c
 # allows it (local test servers); how often a mailbox is polled, in seconds.
 CLAW_EMAIL_ALLOW_PLAINTEXT = config.env_bool("CLAW_EMAIL_ALLOW_PLAINTEXT", False)
 CLAW_EMAIL_POLL_SECONDS = config.env_int("CLAW_EMAIL_POLL_SECONDS", 30, minimum=1)
+# An inbound update stored but not dispatched (the process died) is dispatched again by
+# the workers' sweep once it is this old (longer than the 60 s a message's files may
+# take to read), and given up (marked failed, not answered late) after this many hours.
+CLAW_INBOUND_RECOVER_AFTER_SECONDS = config.env_int("CLAW_INBOUND_RECOVER_AFTER_SECONDS", 180, minimum=90)
+CLAW_INBOUND_GIVE_UP_HOURS = config.env_int("CLAW_INBOUND_GIVE_UP_HOURS", 24, minimum=1)
 # The authserv-id of the operator's own mail server: its Authentication-Results with
 # dmarc=pass prove a sender (it must strip any that arrive with its id). Empty: only
 # DKIM, verified here, proves one.

@@ -93,6 +93,17 @@ def record_update(channel: Channel, message: InboundMessage) -> InboundUpdate | 
         return None
 
 
+def without_code(value: Any, code: str) -> Any:
+    """``value`` (a stored payload) with every occurrence of a link code masked."""
+    if isinstance(value, str):
+        return value.replace(code, "[code]")
+    if isinstance(value, dict):
+        return {key: without_code(item, code) for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_code(item, code) for item in value]
+    return value
+
+
 def _finish(update: InboundUpdate, status: str, detail: str = "", **fields: Any) -> None:
     update.status = status
     update.detail = detail[:500]
@@ -168,11 +179,34 @@ def conversation_session(channel: Channel, message: InboundMessage, user: Any) -
     return session
 
 
-def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMessage) -> Dispatched:
-    """Decide what the stored update does; one transaction."""
+def claim_received(update: InboundUpdate) -> bool:
+    """Hold the stored update for its dispatch while it is still waiting (in the
+    dispatch's transaction): a slow first dispatch and the recovery sweep
+    (``channels_app.recovery``) never both dispatch one update. The other one skips
+    the locked row, or finds it no longer received once the holder committed; a
+    holder that dies rolls back and leaves the update to the sweep."""
+    held = (
+        InboundUpdate.objects.unscoped()
+        .select_for_update(skip_locked=True)
+        .filter(pk=update.pk, status=InboundStatus.RECEIVED)
+        .values_list("pk", flat=True)
+    )
+    return bool(list(held[:1]))
+
+
+def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMessage) -> Dispatched | None:
+    """Decide what the stored update does; one transaction. None: it is dispatched
+    already (or being dispatched) elsewhere."""
     target = Target(message.chat_id, message.thread_id)
     with transaction.atomic():
+        if not claim_received(update):
+            return None
         linking = LINK_COMMAND.match(message.text.strip())
+        if linking is not None:
+            # The code stays in the stored payload only until the update is dispatched
+            # (a crash before that leaves it to the recovery sweep), whatever comes of it.
+            update.payload = without_code(update.payload, linking.group(1))
+            InboundUpdate.objects.unscoped().filter(pk=update.pk).update(payload=update.payload)
         if message.unverified:
             # A forgeable sender: refused, or an unlinked sender (never the member). No
             # notice unless it is answered: the From may be someone else's.

@@ -190,6 +190,13 @@ class ChannelAdapter:
         """The messages in a verified request (none: an event the agent ignores)."""
         raise NotImplementedError
 
+    def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
+        """The message again from its stored ``raw`` (an update stored but never
+        dispatched: the process died), as :meth:`parse` first made it; None when the
+        stored form cannot give it back whole (then the sender is asked to resend).
+        Never a message with a sender proof the stored form does not carry."""
+        return None
+
     def offers_files(self, message: InboundMessage) -> bool:
         """Whether the message carries files still to be read (by :meth:`fetch_files`
         once it is stored, after the platform is answered)."""

@@ -44,6 +44,14 @@ class InboundUpdate(TenantOwned):
                 fields=["channel", "platform_id"], name="inbound_update_unique_platform_id"
             )
         ]
+        indexes = [
+            # The recovery sweep's look-up (channels_app.recovery): few rows wait at a time.
+            models.Index(
+                fields=["received_at"],
+                condition=models.Q(status="received"),
+                name="inbound_update_waiting",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.channel_id}:{self.platform_id}"

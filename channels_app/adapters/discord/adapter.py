@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import mimetypes
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -196,8 +197,31 @@ class DiscordAdapter(ChannelAdapter):
                 "channel_id": message["channel_id"],
                 "guild_id": message.get("guild_id"),
                 **({"attachments": files} if files else {}),
+                # What parse_message reads besides those: a stored message never
+                # dispatched is restored from it (:meth:`restore`).
+                "source": {
+                    "type": message.get("type", 0),
+                    "content": content,
+                    "author": {k: author.get(k) for k in ("id", "bot", "global_name", "username")},
+                    "mentions": [
+                        {"id": m.get("id")} for m in message.get("mentions") or [] if isinstance(m, dict)
+                    ],
+                    "referenced_message": {
+                        "author": {
+                            "id": ((message.get("referenced_message") or {}).get("author") or {}).get("id")
+                        }
+                    },
+                },
             },
         )
+
+    def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
+        # A Gateway message (an interaction, stored without its token, is not restored).
+        source = raw.get("source")
+        if not isinstance(source, dict):
+            return None
+        data = {k: raw.get(k) for k in ("id", "channel_id", "guild_id")}
+        return self.parse_message({**source, **data, "attachments": raw.get("attachments") or []})
 
     async def fetch_files(self, message: InboundMessage) -> InboundMessage:
         """The message with its attachments read from Discord's CDN (through the

@@ -17,6 +17,7 @@ import hmac
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from urllib.parse import parse_qs
@@ -136,6 +137,13 @@ class SlackAdapter(ChannelAdapter):
                 raw=payload,
             )
         ]
+
+    def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
+        # A message event is stored whole; a button press is not (never restored).
+        if raw.get("type") != "event_callback":
+            return None
+        found = self.parse(InboundRequest(b"", {}), dict(raw))
+        return found[0] if found else None
 
     def offers_files(self, message: InboundMessage) -> bool:
         return bool(event_files(message.raw.get("event") or {}))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import json
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
@@ -130,8 +131,12 @@ class TelegramAdapter(ChannelAdapter):
             addressed=True,
             approval=(parts[1], parts[2] == "y"),
             callback_id=str(callback.get("id", "")),
-            raw={"update_id": int(update_id)},
+            # The whole callback: a stored press that was never dispatched is restored from it.
+            raw={"update_id": int(update_id), "callback_query": callback},
         )
+
+    def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
+        return self.parse_update(dict(raw))
 
     def offers_files(self, message: InboundMessage) -> bool:
         return bool(message_files(message.raw.get("message") or {}))

@@ -16,6 +16,7 @@ import hmac
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -91,6 +92,13 @@ class WebhookAdapter(ChannelAdapter):
                 raw=payload,
             )
         ]
+
+    def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
+        try:
+            found = self.parse(InboundRequest(b"", {}), dict(raw))
+        except ValueError:
+            return None
+        return found[0] if found else None
 
     async def post(self, body: dict[str, Any]) -> dict[str, Any]:
         url = self.channel.callback_url

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import mimetypes
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
@@ -122,6 +123,9 @@ class WhatsAppAdapter(ChannelAdapter):
             approval=approval,
             raw=message,
         )
+
+    def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
+        return self._parse_message(dict(raw))
 
     def offers_files(self, message: InboundMessage) -> bool:
         return message.raw.get("type") in MEDIA_TYPES
