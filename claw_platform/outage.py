@@ -56,11 +56,18 @@ class DatabaseOutage:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.since: float | None = None
+        self.ended: float | None = None  # monotonic time the last outage ended
         self.unlogged = 0
 
     @property
     def active(self) -> bool:
         return self.since is not None
+
+    def active_within(self, seconds: float) -> bool:
+        """Away now, or back less than ``seconds`` ago: what a thread found dead on a
+        periodic check may have died of."""
+        ended = self.ended
+        return self.active or (ended is not None and time.monotonic() - ended < seconds)
 
     def failed(self, exc: BaseException, where: str) -> None:
         with self._lock:
@@ -86,7 +93,7 @@ class DatabaseOutage:
             if self.since is None:
                 return
             away, unlogged = time.monotonic() - self.since, self.unlogged
-            self.since, self.unlogged = None, 0
+            self.since, self.unlogged, self.ended = None, 0, time.monotonic()
         logger.warning(
             "the database answers again after %.1f s away (%d errors not logged meanwhile)", away, unlogged
         )

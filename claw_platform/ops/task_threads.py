@@ -39,6 +39,9 @@ from django_q.worker import worker
 from claw_platform.outage import database_outage
 
 logger = logging.getLogger("claw.tasks")
+# django_q.pusher.pusher sleeps this long after a failed dequeue, then ends
+# (tests/platform/test_task_threads.py checks the library still does).
+PUSHER_FAILURE_SLEEP = 10.0
 
 # django-q2's sentinel calls the scheduler every 30 s of guard cycles; so does this.
 SCHEDULER_EVERY_SECONDS = 30.0
@@ -134,8 +137,10 @@ class TaskThreads:
         if self._pusher is not None and not self._pusher.is_alive():
             self.restarts += 1
             # Every ten seconds while the database is away (claw_platform.outage says
-            # that once): quiet then.
-            log = logger.info if database_outage.active else logger.warning
+            # that once): quiet then, and just after it is back (a pusher started
+            # during the outage ends of it PUSHER_FAILURE_SLEEP later).
+            recent = database_outage.active_within(PUSHER_FAILURE_SLEEP + 2 * float(Conf.GUARD_CYCLE))
+            log = logger.info if recent else logger.warning
             log("task pusher stopped (broker unreachable?); starting it again")
             self._pusher = self._spawn_pusher()
 

@@ -100,3 +100,32 @@ def test_stopping_runs_the_tasks_already_taken_and_saves_their_results() -> None
     assert not cluster.is_alive()
     assert [label for label, _ in sample_tasks.calls] == ["x", "y"]
     assert set(Task.objects.values_list("name", flat=True)) == {"task-x", "task-y"}
+
+
+def test_an_outage_counts_as_recent_for_a_while_after_it_ends() -> None:
+    """The guard finds a pusher that died of an outage up to one cycle after the
+    database is back: that restart is logged quietly, a later one loudly."""
+    from claw_platform.outage import DatabaseOutage
+
+    outage = DatabaseOutage()
+    assert not outage.active_within(20)
+    outage.failed(OSError("connection refused"), "test")
+    assert outage.active
+    assert outage.active_within(20)
+    outage.recovered()
+    assert not outage.active
+    assert outage.active_within(20)
+    assert not outage.active_within(0)
+
+
+def test_django_q_pusher_still_sleeps_then_ends_after_a_failed_dequeue() -> None:
+    """``PUSHER_FAILURE_SLEEP`` mirrors django-q2's pusher: a change there changes how
+    long after an outage a restart of it is expected."""
+    import inspect
+
+    from django_q import pusher
+
+    from claw_platform.ops.task_threads import PUSHER_FAILURE_SLEEP
+
+    source = inspect.getsource(pusher.pusher)
+    assert f"sleep({int(PUSHER_FAILURE_SLEEP)})" in source
