@@ -131,22 +131,13 @@ def _mark(session_id: str, now: datetime) -> None:
 def _record_usage(session: Session, agent_id: int, records: list) -> None:  # type: ignore[type-arg]
     UsageRecord._base_manager.bulk_create(
         [
-            UsageRecord(
+            UsageRecord.of_call(
+                r,
                 tenant_id=session.tenant_id,
                 agent_id=agent_id,
                 user_id=session.user_id,
                 session_id=session.pk,
-                provider=r.provider[:100],
-                model=r.model[:200],
                 purpose=UsagePurpose.REFLECTION,
-                input_tokens=r.input_tokens,
-                output_tokens=r.output_tokens,
-                cache_read_tokens=r.cache_read_tokens,
-                cache_write_tokens=r.cache_write_tokens,
-                cost=r.cost,
-                latency_ms=r.latency_ms,
-                stop_reason=r.stop_reason[:32],
-                error=r.error,
             )
             for r in records
         ]

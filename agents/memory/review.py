@@ -282,21 +282,12 @@ def _model_agent(group: Group, entries: list[MemoryEntry]) -> int | None:
 def _record_usage(group: Group, agent_id: int, records: list[Any]) -> None:
     UsageRecord._base_manager.bulk_create(
         [
-            UsageRecord(
+            UsageRecord.of_call(
+                r,
                 tenant_id=group.tenant_id,
                 agent_id=agent_id,
                 user_id=group.user_id,
-                provider=r.provider[:100],
-                model=r.model[:200],
                 purpose=UsagePurpose.REFLECTION,
-                input_tokens=r.input_tokens,
-                output_tokens=r.output_tokens,
-                cache_read_tokens=r.cache_read_tokens,
-                cache_write_tokens=r.cache_write_tokens,
-                cost=r.cost,
-                latency_ms=r.latency_ms,
-                stop_reason=r.stop_reason[:32],
-                error=r.error,
             )
             for r in records
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -68,3 +69,23 @@ class UsageRecord(TenantOwned):
 
     def __str__(self) -> str:
         return f"{self.model} {self.purpose} {self.input_tokens}+{self.output_tokens}"
+
+    @classmethod
+    def of_call(cls, record: Any, **links: Any) -> UsageRecord:
+        """The row for one LLM call's usage ``record`` (``agents.engine``'s), with
+        ``links`` naming its tenant, agent, user, session, run ... and ``purpose``
+        when the record does not say it."""
+        links.setdefault("purpose", getattr(record, "purpose", UsagePurpose.AGENT_LOOP))
+        return cls(
+            provider=record.provider[:100],
+            model=record.model[:200],
+            input_tokens=record.input_tokens,
+            output_tokens=record.output_tokens,
+            cache_read_tokens=record.cache_read_tokens,
+            cache_write_tokens=record.cache_write_tokens,
+            cost=record.cost,
+            latency_ms=record.latency_ms,
+            stop_reason=record.stop_reason[:32],
+            error=record.error,
+            **links,
+        )

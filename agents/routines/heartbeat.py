@@ -87,7 +87,8 @@ def record_usage(
     the charge when the heartbeat runs inside one."""
     UsageRecord._base_manager.bulk_create(
         [
-            UsageRecord(
+            UsageRecord.of_call(
+                r,
                 tenant_id=tenant_id,
                 agent_id=agent_id,
                 user_id=user_id,
@@ -95,17 +96,7 @@ def record_usage(
                 routine_id=routine_id,
                 run_id=run_id,
                 api_key_id=api_key_id,
-                provider=r.provider[:100],
-                model=r.model[:200],
                 purpose=UsagePurpose.HEARTBEAT,
-                input_tokens=r.input_tokens,
-                output_tokens=r.output_tokens,
-                cache_read_tokens=r.cache_read_tokens,
-                cache_write_tokens=r.cache_write_tokens,
-                cost=r.cost,
-                latency_ms=r.latency_ms,
-                stop_reason=r.stop_reason[:32],
-                error=r.error[:200],
             )
             for r in records
         ]

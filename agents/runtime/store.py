@@ -260,7 +260,8 @@ class DjangoRunStore:
         b = self.binding
         UsageRecord._base_manager.bulk_create(
             [
-                UsageRecord(
+                UsageRecord.of_call(
+                    r,
                     tenant_id=b.tenant_id,
                     agent_id=b.agent_id,
                     user_id=b.user_id,
@@ -270,17 +271,7 @@ class DjangoRunStore:
                     run_id=b.run_id,
                     api_key_id=b.api_key_id,
                     routine_id=b.routine_id,
-                    provider=r.provider[:100],
-                    model=r.model[:200],
                     purpose=r.purpose,
-                    input_tokens=r.input_tokens,
-                    output_tokens=r.output_tokens,
-                    cache_read_tokens=r.cache_read_tokens,
-                    cache_write_tokens=r.cache_write_tokens,
-                    cost=r.cost,
-                    latency_ms=r.latency_ms,
-                    stop_reason=r.stop_reason[:32],
-                    error=r.error,
                 )
                 for r in records
             ]
