@@ -78,6 +78,25 @@ class RemoteFile:
     media_type: str = ""
 
 
+def _fetched(name: str, got: Any, cap: int, media_type: str) -> InboundFile | str:
+    """A file as read (``got``: its status, body, truncation and content type), or why
+    it is left out."""
+    if got.status != 200:
+        return f"{name} could not be fetched (HTTP {got.status})."
+    if got.truncated or len(got.body) > cap:
+        return too_big(name, None, cap)
+    if not got.body:
+        return f"{name} is empty."
+    return InboundFile(name, got.body, media_type or got.content_type)
+
+
+def _sort(outcome: InboundFile | str, files: list[InboundFile], refused: list[str]) -> None:
+    if isinstance(outcome, InboundFile):
+        files.append(outcome)
+    else:
+        refused.append(outcome)
+
+
 async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list[InboundFile], list[str]]:
     """Read each file (at most :func:`per_message`, all within
     ``DOWNLOAD_DEADLINE_SECONDS``) through the tenant's SSRF guard (every redirect
@@ -125,14 +144,7 @@ async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list
                 logger.info("attachment %s could not be fetched: %s", name, type(exc).__name__)
                 refused.append(f"{name} could not be fetched ({type(exc).__name__}).")
                 continue
-            if response.status != 200:
-                refused.append(f"{name} could not be fetched (HTTP {response.status}).")
-            elif response.truncated or len(response.body) > cap:
-                refused.append(too_big(name, None, cap))
-            elif not response.body:
-                refused.append(f"{name} is empty.")
-            else:
-                files.append(InboundFile(name, response.body, item.media_type or response.content_type))
+            _sort(_fetched(name, response, cap, item.media_type), files, refused)
     return files, refused
 
 
@@ -227,14 +239,7 @@ async def read_platform_files(
             logger.info("attachment %s could not be fetched: %s", name, type(exc).__name__)
             refused.append(f"{name} could not be fetched ({type(exc).__name__}).")
             continue
-        if got.status != 200:
-            refused.append(f"{name} could not be fetched (HTTP {got.status}).")
-        elif got.truncated or len(got.body) > cap:
-            refused.append(too_big(name, None, cap))
-        elif not got.body:
-            refused.append(f"{name} is empty.")
-        else:
-            files.append(InboundFile(name, got.body, item.media_type or got.content_type))
+        _sort(_fetched(name, got, cap, item.media_type), files, refused)
     return files, refused
 
 
