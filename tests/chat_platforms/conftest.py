@@ -4,6 +4,7 @@ process's worker loop (``execute_run``, as a django-q2 worker does)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -96,3 +97,24 @@ def fake_mail(settings: Any, monkeypatch: Any) -> Iterator[Any]:
         yield fake
     finally:
         fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def _deliveries_finished() -> Iterator[None]:
+    """A test ends after the deliveries it started (notices, command answers: tasks on
+    the background loop that write the outbox): one still writing while the test
+    database is flushed deadlocks the flush's TRUNCATE."""
+    yield
+    import asyncio
+
+    from channels_app import delivery
+    from claw_platform.background_loop import submit
+
+    async def settle() -> None:
+        # Submitted after every spawn the test queued (the loop runs them in order).
+        pending = list(delivery._tasks)
+        if pending:
+            await asyncio.wait(pending, timeout=15)
+
+    with contextlib.suppress(TimeoutError):  # a delivery that waits for a long run: let it be
+        submit(settle()).result(timeout=20)
