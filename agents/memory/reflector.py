@@ -23,11 +23,9 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
-from agents.budgets.errors import BudgetRefused
-from agents.budgets.scope import charge_for_run, charging
-from agents.engine.light import complete_light
-from agents.engine.types import LLMRequest, ProviderError, UnknownContentPart, part_from_dict
+from agents.engine.types import LLMRequest, UnknownContentPart, part_from_dict
 from agents.engine.types import Message as EngineMessage
+from agents.memory.light_call import charged_light_call
 from agents.memory.store import MemoryError, MemoryOwner, default_memory_store
 from agents.models import MemoryEntry, MemoryScope, Message, Session, UsagePurpose, UsageRecord
 from claw_platform.audit.actions import record_audit_event
@@ -174,7 +172,6 @@ def _keep(session: Session, facts: list[str], result: Reflection) -> None:
 
 
 async def reflect_session(session_id: str, *, now: datetime | None = None) -> Reflection:
-    from agents.runtime.llm import model_spec
     from agents.runtime.resolution import resolve_agent
 
     now = now or timezone.now()
@@ -195,19 +192,12 @@ async def reflect_session(session_id: str, *, now: datetime | None = None) -> Re
         max_tokens=600,
         purpose=UsagePurpose.REFLECTION,
     )
-    charge = charge_for_run(tenant_id=session.tenant_id, user_id=session.user_id, agent_id=agent.agent_id)
-    records: list = []  # type: ignore[type-arg]
-    reply = ""
-    try:
-        with charging(charge):
-            answer = await complete_light(
-                request, main=model_spec(agent.model), cheap=model_spec(light) if light else None
-            )
-        records, reply = answer.records, answer.response.message.text
-    except (BudgetRefused, ProviderError) as exc:
-        result.error = getattr(exc, "message", "") or str(exc) or type(exc).__name__
-    if records:
-        await db_async(_record_usage)(session, agent.agent_id, records)
+    answer = await charged_light_call(
+        request, agent, light, tenant_id=session.tenant_id, user_id=session.user_id
+    )
+    result.error, reply = answer.error, answer.reply
+    if answer.records:
+        await db_async(_record_usage)(session, agent.agent_id, answer.records)
     if not result.error:
         await db_async(_keep)(session, parse_facts(reply), result)
     await db_async(_mark)(session_id, now)

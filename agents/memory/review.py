@@ -44,11 +44,9 @@ from django.db.models import Count, F, Max, Min, Q, QuerySet
 from django.utils import timezone
 
 from agents.actions.memory import do_archive_memory, do_merge_memories
-from agents.budgets.errors import BudgetRefused
-from agents.budgets.scope import charge_for_run, charging
-from agents.engine.light import complete_light
-from agents.engine.types import LLMRequest, ProviderError
+from agents.engine.types import LLMRequest
 from agents.engine.types import Message as EngineMessage
+from agents.memory.light_call import charged_light_call
 from agents.memory.store import MemoryError, _check_content
 from agents.models import Agent, MemoryCategory, MemoryEntry, MemoryScope, UsagePurpose, UsageRecord
 from claw_platform.audit.actions import record_audit_event
@@ -341,7 +339,6 @@ def _finish(group: Group, entries: list[MemoryEntry], result: ReviewResult) -> N
 
 
 async def review_group(group: Group, *, now: datetime | None = None) -> ReviewResult:
-    from agents.runtime.llm import model_spec
     from agents.runtime.resolution import resolve_agent
 
     now = now or timezone.now()
@@ -365,19 +362,10 @@ async def review_group(group: Group, *, now: datetime | None = None) -> ReviewRe
         max_tokens=1_500,
         purpose=UsagePurpose.REFLECTION,
     )
-    charge = charge_for_run(tenant_id=group.tenant_id, user_id=group.user_id, agent_id=agent.agent_id)
-    records: list[Any] = []
-    reply = ""
-    try:
-        with charging(charge):
-            answer = await complete_light(
-                request, main=model_spec(agent.model), cheap=model_spec(light) if light else None
-            )
-        records, reply = answer.records, answer.response.message.text
-    except (BudgetRefused, ProviderError) as exc:
-        result.error = getattr(exc, "message", "") or str(exc) or type(exc).__name__
-    if records:
-        await db_async(_record_usage)(group, agent.agent_id, records)
+    answer = await charged_light_call(request, agent, light, tenant_id=group.tenant_id, user_id=group.user_id)
+    result.error, reply = answer.error, answer.reply
+    if answer.records:
+        await db_async(_record_usage)(group, agent.agent_id, answer.records)
     if not result.error:
         try:
             plan = parse_plan(reply, {e.pk for e in entries})
