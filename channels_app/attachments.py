@@ -90,13 +90,6 @@ def _fetched(name: str, got: Any, cap: int, media_type: str) -> InboundFile | st
     return InboundFile(name, got.body, media_type or got.content_type)
 
 
-def _sort(outcome: InboundFile | str, files: list[InboundFile], refused: list[str]) -> None:
-    if isinstance(outcome, InboundFile):
-        files.append(outcome)
-    else:
-        refused.append(outcome)
-
-
 async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list[InboundFile], list[str]]:
     """Read each file (at most :func:`per_message`, all within
     ``DOWNLOAD_DEADLINE_SECONDS``) through the tenant's SSRF guard (every redirect
@@ -109,43 +102,24 @@ async def download_files(tenant_id: int, remote: list[RemoteFile]) -> tuple[list
     from tools_app.net.transports import guarded_client
     from tools_app.runtime.network import guard_for_tenant
 
-    cap = attachment_cap()
-    files: list[InboundFile] = []
-    refused: list[str] = []
-    wanted, extra = remote[: per_message()], remote[per_message() :]
-    if extra:
-        refused.append(too_many(safe_name(r.name) for r in extra))
-    if not wanted:
-        return files, refused
+    if not remote:
+        return [], []
     guard = await db_async(guard_for_tenant)(tenant_id)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DOWNLOAD_DEADLINE_SECONDS
     async with guarded_client(guard, timeout=DOWNLOAD_TIMEOUT_SECONDS) as client:
-        for item in wanted:
-            name = safe_name(item.name)
-            if item.declared_size is not None and item.declared_size > cap:
-                refused.append(too_big(name, item.declared_size, cap))
-                continue
-            left = deadline - loop.time()
-            if left <= 0:
-                refused.append(f"{name} could not be fetched in time.")
-                continue
-            try:
-                async with asyncio.timeout(left):
-                    response = await guarded_request(client, guard, "GET", item.url, max_bytes=cap + 1)
-            except TimeoutError:
-                refused.append(f"{name} could not be fetched in time.")
-                continue
-            except BlockedDestination as exc:
-                logger.info("attachment %s refused by the SSRF guard: %s", name, exc.message)
-                refused.append(f"{name} could not be fetched (its address is not allowed).")
-                continue
-            except Exception as exc:  # every network failure ends as a readable note
-                logger.info("attachment %s could not be fetched: %s", name, type(exc).__name__)
-                refused.append(f"{name} could not be fetched ({type(exc).__name__}).")
-                continue
-            _sort(_fetched(name, response, cap, item.media_type), files, refused)
-    return files, refused
+
+        def reader(item: RemoteFile) -> Callable[[int], Awaitable[Fetched]]:
+            async def fetch(max_bytes: int) -> Fetched:
+                try:
+                    got = await guarded_request(client, guard, "GET", item.url, max_bytes=max_bytes)
+                except BlockedDestination as exc:
+                    logger.info("attachment %s refused by the SSRF guard: %s", item.name[:100], exc.message)
+                    raise NotFetched("its address is not allowed") from None
+                return Fetched(got.status, got.body, got.truncated, got.content_type)
+
+            return fetch
+
+        items = [PlatformFile(r.name, reader(r), r.declared_size, r.media_type) for r in remote]
+        return await read_platform_files(items, deadline_seconds=DOWNLOAD_DEADLINE_SECONDS)
 
 
 # Files of a webhook platform are read after the platform is answered (the update is
@@ -239,7 +213,11 @@ async def read_platform_files(
             logger.info("attachment %s could not be fetched: %s", name, type(exc).__name__)
             refused.append(f"{name} could not be fetched ({type(exc).__name__}).")
             continue
-        _sort(_fetched(name, got, cap, item.media_type), files, refused)
+        outcome = _fetched(name, got, cap, item.media_type)
+        if isinstance(outcome, InboundFile):
+            files.append(outcome)
+        else:
+            refused.append(outcome)
     return files, refused
 
 
