@@ -32,6 +32,11 @@ import pytest
 # roles touch only their own worker's.
 _EMBEDDED_MARK = "CLAW_TESTS_EMBEDDED_SERVER"
 if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_EMBEDDED_MARK) == os.environ.get("DATABASE_URL"):
+    # The controller's metrics folder lies in its var directory (the settings set it):
+    # shared, one worker's runs would count in the other's metrics tests.
+    _inherited_var = os.environ.get("CLAW_VAR_DIR", "")
+    if _inherited_var and os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").startswith(_inherited_var):
+        os.environ.pop("PROMETHEUS_MULTIPROC_DIR")
     for _name in ("DATABASE_URL", "DATABASE_OWNER_URL", "CLAW_VAR_DIR", _EMBEDDED_MARK):
         os.environ.pop(_name, None)
 
