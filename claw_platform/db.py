@@ -28,12 +28,13 @@ from typing import Any, TypeVar
 import psycopg
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
-from claw_platform.db_pool import IDLE_CHECK_SECONDS
+from claw_platform.db_pool import needs_check
 
 T = TypeVar("T")
 
 
-# A connection idle longer than IDLE_CHECK_SECONDS is tested before use: a database
+# A connection idle longer than IDLE_CHECK_SECONDS (or used before an outage this
+# process saw ended) is tested before use: a database
 # restart breaks idle connections silently, and the first statement on one would fail.
 # Busy connections (the hot paths) are never tested; one a restart breaks mid-burst
 # fails one call. The web process's pool follows the same rule (claw_platform.db_pool).
@@ -44,8 +45,8 @@ def drop_broken_connections() -> None:
     for conn in connections.all(initialized_only=True):
         if conn.connection is None:
             continue
-        idle = now - getattr(conn, "_claw_last_used", now) > IDLE_CHECK_SECONDS
-        if conn.errors_occurred or (idle and not conn.in_atomic_block):
+        suspect = needs_check(getattr(conn, "_claw_last_used", now), now)
+        if conn.errors_occurred or (suspect and not conn.in_atomic_block):
             if conn.is_usable():
                 conn.errors_occurred = False
             else:

@@ -4,8 +4,10 @@ psycopg's pool can test a connection each time it is handed out (one round trip)
 which catches connections a database restart broke while they sat idle. Under load
 a connection is handed out several times per request (the view, then each
 ``db_async`` call), so that test was a round trip per hand-out. Here a connection
-is tested only if it sat in the pool longer than ``IDLE_CHECK_SECONDS``, the same
-rule ``claw_platform.db`` applies to executor threads' connections.
+is tested only if it sat in the pool longer than ``IDLE_CHECK_SECONDS``, or if it
+was returned before this process last found the database away (a restart broke it
+even if it came back a moment ago): :func:`needs_check`, the same rule
+``claw_platform.db`` applies to executor threads' connections.
 
 Django builds the pool with its own ``check`` (``CONN_HEALTH_CHECKS``) and offers no
 way to pass another, so :func:`install` replaces it on the pool Django built.
@@ -27,6 +29,17 @@ IDLE_CHECK_SECONDS = 5.0
 _returned_at: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 
 
+def needs_check(last_used: float | None, now: float) -> bool:
+    """A connection last used (or returned) at monotonic ``last_used`` may be broken:
+    never seen, idle too long, or used before the end of an outage this process saw."""
+    if last_used is None or now - last_used > IDLE_CHECK_SECONDS:
+        return True
+    if database_outage.active:
+        return True
+    ended = database_outage.ended
+    return ended is not None and last_used <= ended
+
+
 def note_return(conn: Any) -> None:
     """The pool's ``reset`` callback: the connection came back in working order."""
     _returned_at[conn] = time.monotonic()
@@ -35,8 +48,7 @@ def note_return(conn: Any) -> None:
 def check_if_idle(conn: Any) -> None:
     """The pool's ``check`` callback: raises if a connection idle for a while no
     longer answers (the pool then discards it and hands out another)."""
-    returned = _returned_at.get(conn)
-    if returned is None or time.monotonic() - returned > IDLE_CHECK_SECONDS:
+    if needs_check(_returned_at.get(conn), time.monotonic()):
         ConnectionPool.check_connection(conn)
 
 

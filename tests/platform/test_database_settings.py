@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -90,3 +92,54 @@ def test_a_pooled_connection_is_tested_only_after_sitting_idle(monkeypatch: pyte
         with pool.connection() as conn:  # idle past the limit: tested again
             conn.execute("SELECT 1")
         assert len(checked) == 2
+
+
+def back_in_pool(pool: Any) -> None:
+    deadline = time.monotonic() + 5
+    while pool.get_stats().get("pool_available", 0) < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+@pytest.mark.django_db
+def test_a_pooled_connection_returned_before_an_outage_ended_is_tested(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A restart breaks a connection returned a moment before it: the idle rule alone
+    would hand it out untested, and the page asked for first after the restart failed."""
+    from django.db import connection
+    from psycopg_pool import ConnectionPool
+
+    from claw_platform.outage import DatabaseOutage
+
+    outage = DatabaseOutage()
+    monkeypatch.setattr(db_pool, "database_outage", outage)
+    checked: list[object] = []
+    real_check = ConnectionPool.check_connection
+    monkeypatch.setattr(
+        ConnectionPool,
+        "check_connection",
+        staticmethod(lambda conn: checked.append(conn) or real_check(conn)),
+    )
+    params = {
+        k: v for k, v in connection.get_connection_params().items() if k not in {"cursor_factory", "context"}
+    }
+    pool = ConnectionPool(
+        kwargs=params, open=False, check=ConnectionPool.check_connection, **db_pool.pool_options(1)
+    )
+    db_pool.install(pool)
+    with pool:
+        with pool.connection() as conn:
+            conn.execute("SELECT 1")
+        assert len(checked) == 1
+        outage.failed(OSError("server closed the connection"), "a test")
+        with pool.connection() as conn:  # the database is away: tested
+            conn.execute("SELECT 1")
+        assert len(checked) == 2
+        back_in_pool(pool)  # the pool takes a connection back in a thread of its own
+        outage.recovered()
+        with pool.connection() as conn:  # returned before the outage ended: tested
+            conn.execute("SELECT 1")
+        assert len(checked) == 3
+        with pool.connection() as conn:  # returned since: handed out untested
+            conn.execute("SELECT 1")
+        assert len(checked) == 3

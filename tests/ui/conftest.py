@@ -165,3 +165,19 @@ def signed_in_page(browser: Any, stack: Stack, user: Any) -> Any:
     page = context.new_page()
     page.set_default_timeout(15_000)
     return page
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed and "stack" in getattr(item, "fixturenames", ()):
+        # What the web server and the worker said: a failure seen only in CI is
+        # otherwise a guess.
+        live = item.funcargs.get("stack")  # type: ignore[attr-defined]
+        if isinstance(live, Stack):
+            for name in ("web.log", "worker.log"):
+                path = live.logs / name
+                if path.exists():
+                    tail = path.read_text(errors="replace")[-6000:]
+                    report.sections.append((f"{name} (last 6,000 characters)", tail))
