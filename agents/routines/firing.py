@@ -6,7 +6,8 @@ transaction, starts each fire's action and marks it started: a worker killed bef
 the commit leaves the fire pending for the next tick of any worker, and one that
 committed has started it once. The plain agent and light fires of a batch start
 together (:func:`_start_together`: their sessions in two INSERTs, their messages in
-one statement of ``agents.actions.message_batch``, their RoutineRuns in one INSERT),
+one statement of ``agents.actions.message_batch``, their RoutineRuns in one INSERT;
+:mod:`agents.routines.rows`),
 in one savepoint: if it fails, they start one by one like the rest, each in a
 savepoint of its own, so one fire's error never undoes the others'.
 
@@ -29,8 +30,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
-from django.db import DatabaseError, connection, transaction
-from django.db.models import Count, Q
+from django.db import DatabaseError, transaction
+from django.db.models import Count, Exists, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 
 from agents.actions.conversation import do_create_session
 from agents.actions.message_batch import MessageRequest, do_send_messages
@@ -47,10 +49,10 @@ from agents.models import (
     RoutineStatus,
     Run,
     Session,
-    Thread,
 )
-from agents.routines.light import LIGHT_CHANNEL, light_session
-from agents.routines.rows import update_rows
+from agents.routines.light import light_session
+from agents.routines.rows import insert_rows, update_rows
+from agents.routines.sessions import needs_own_session, new_sessions
 from claw_platform.db import readable_failure
 
 logger = logging.getLogger("claw.routines")
@@ -73,16 +75,10 @@ def claim_and_start(now: datetime, owner: str, *, limit: int = FIRE_BATCH) -> tu
     more are probably due)."""
     shell_runs: list[int] = []
     with transaction.atomic():
-        fires = list(
-            RoutineFire._base_manager.select_for_update(skip_locked=True, of=("self",))
-            .filter(state=FireState.PENDING, not_before__lte=now)
-            .order_by("not_before")[:limit]
-        )
+        fires = _claim(now, limit)
         if not fires:
             return 0, []
-        routines = _lock_routines(fires)
-        for fire in fires:
-            fire.routine = routines[fire.routine_id]
+        routines = {fire.routine_id: fire.routine for fire in fires}
         together = _plain_fires(fires, routines, now)
         alone = set(_start_together(together, owner, now)) if together else set()
         alone |= {fire.pk for fire in fires} - {fire.pk for fire in together}
@@ -102,16 +98,35 @@ def claim_and_start(now: datetime, owner: str, *, limit: int = FIRE_BATCH) -> tu
     return len(fires), shell_runs
 
 
-def _lock_routines(fires: list[RoutineFire]) -> dict[Any, Routine]:
-    """The batch's routines, locked in one statement (in id order, as every batch
-    locks them), with what starting them reads: agent, user, session."""
-    return {
-        routine.pk: routine
-        for routine in Routine._base_manager.select_for_update(of=("self",))
-        .filter(pk__in={fire.routine_id for fire in fires})
-        .select_related("agent", "user", "session")
-        .order_by("pk")
-    }
+def _claim(now: datetime, limit: int) -> list[RoutineFire]:
+    """Due fires and their routines, both locked, in one statement: a fire whose
+    fire or routine row another transaction holds (another worker's batch, an admin
+    saving the routine) is skipped and taken by a later tick. Each routine comes with
+    what starting it reads (agent, user, session) and its run history for
+    :func:`_plain_fires`: how many counted runs in the past hour, whether one is going."""
+    runs = RoutineRun._base_manager.filter(routine_id=OuterRef("routine_id"))
+    recent = (
+        runs.filter(started_at__gt=now - timedelta(hours=1), status__in=COUNTED_STATUSES)
+        .order_by()
+        .values("routine_id")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    fires: list[RoutineFire] = list(
+        RoutineFire._base_manager.select_for_update(skip_locked=True, of=("self", "routine"))
+        .select_related("routine", "routine__agent", "routine__user", "routine__session")
+        .filter(state=FireState.PENDING, not_before__lte=now)
+        .annotate(
+            runs_recent=Coalesce(Subquery(recent), 0),
+            run_going=Exists(runs.filter(status=RoutineRunStatus.RUNNING)),
+        )
+        .order_by("not_before")[:limit]
+    )
+    # A routine with several fires in the batch: one instance, as start_fire reads it.
+    shared: dict[Any, Routine] = {}
+    for fire in fires:
+        fire.routine = shared.setdefault(fire.routine_id, fire.routine)
+    return fires
 
 
 def _plain_fires(fires: list[RoutineFire], routines: dict[Any, Routine], now: datetime) -> list[RoutineFire]:
@@ -119,38 +134,24 @@ def _plain_fires(fires: list[RoutineFire], routines: dict[Any, Routine], now: da
     routine's first fire in the batch, active (or run by hand), under its hourly cap,
     no run of it going, a prompt that is no slash command. The others (skips,
     overlap, shell, heartbeat) take :func:`start_fire` one by one."""
-    candidates = [
-        fire
-        for fire in fires
-        if routines[fire.routine_id].action in (ActionKind.AGENT, ActionKind.LIGHT)
-        and (routines[fire.routine_id].status == RoutineStatus.ACTIVE or fire.reason == "manual")
-        and parse_slash_command(routines[fire.routine_id].prompt) is None
-    ]
-    if not candidates:
-        return []
-    hour_ago = now - timedelta(hours=1)
-    counted = Q(started_at__gt=hour_ago, status__in=COUNTED_STATUSES)
-    history = {
-        row["routine_id"]: row
-        for row in RoutineRun._base_manager.filter(routine_id__in={fire.routine_id for fire in candidates})
-        .filter(counted | Q(status=RoutineRunStatus.RUNNING))
-        .values("routine_id")
-        .annotate(
-            recent=Count("id", filter=counted),
-            going=Count("id", filter=Q(status=RoutineRunStatus.RUNNING)),
-        )
-    }
     plain: list[RoutineFire] = []
     seen: set[Any] = set()
-    for fire in candidates:
+    for fire in fires:
         routine = routines[fire.routine_id]
-        row = history.get(routine.pk, {"recent": 0, "going": 0})
-        capped = (
-            fire.attempt == 0 and routine.max_runs_per_hour and row["recent"] >= routine.max_runs_per_hour
-        )
-        if routine.pk not in seen and not capped and not row["going"]:
-            plain.append(fire)
+        first = routine.pk not in seen
         seen.add(routine.pk)
+        if (
+            not first
+            or routine.action not in (ActionKind.AGENT, ActionKind.LIGHT)
+            or (routine.status != RoutineStatus.ACTIVE and fire.reason != "manual")
+            or parse_slash_command(routine.prompt) is not None
+        ):
+            continue
+        capped = (
+            fire.attempt == 0 and routine.max_runs_per_hour and fire.runs_recent >= routine.max_runs_per_hour  # type: ignore[attr-defined]
+        )
+        if not capped and not fire.run_going:  # type: ignore[attr-defined]
+            plain.append(fire)
     return plain
 
 
@@ -207,7 +208,7 @@ def _start_together(fires: list[RoutineFire], owner: str, now: datetime) -> list
                     )
                 )
             update_rows(RoutineFire, fires, ["state", "started_by"])
-            RoutineRun._base_manager.bulk_create(rows)
+            insert_rows(RoutineRun, rows)
     except Exception:
         logger.exception("%d routine fires could not start together; starting them one by one", len(fires))
         for fire, (state, started_by) in zip(fires, before, strict=True):
@@ -217,82 +218,24 @@ def _start_together(fires: list[RoutineFire], owner: str, now: datetime) -> list
 
 
 def _sessions_for(fires: list[RoutineFire]) -> dict[Any, Session]:
-    """Each fire's session, as :func:`_send` picks it: the agent routine's own, new
-    ones made here (a user's first chat with the agent through
-    ``do_create_session``, which seeds their files; the rest inserted together)."""
+    """Each fire's session, as :func:`_send` picks it: the agent routine's own (made
+    by the planner, or here if it has none), a new one for a light run."""
     sessions: dict[Any, Session] = {}
     new: list[RoutineFire] = []
     for fire in fires:
-        routine = fire.routine
-        own = routine.session if routine.session_id else None
-        if routine.action == ActionKind.AGENT and own is not None and own.agent_id == routine.agent_id:
-            sessions[fire.pk] = own
-        else:
+        if needs_own_session(fire.routine) or fire.routine.action == ActionKind.LIGHT:
             new.append(fire)
-    if not new:
-        return sessions
-    pairs = {(fire.routine.agent_id, fire.routine.user_id) for fire in new if fire.routine.user_id}
-    known = _chatted(pairs)
-    rows: list[Session] = []
-    threads: list[Thread] = []
-    for fire in new:
-        routine = fire.routine
-        title = f"Routine: {routine.name}"[:200]
-        pair = (routine.agent_id, routine.user_id)
-        # A light run: its own channel (the minimal prompt) on the agent's cheap model.
-        light = routine.action == ActionKind.LIGHT
-        channel = LIGHT_CHANNEL if light else "routine"
-        cheap = routine.agent.cheap_model_id if light else None
-        if routine.user_id and pair not in known:
-            session = do_create_session(routine.agent, user=routine.user, channel=channel, title=title)
-            if cheap is not None:
-                Session._base_manager.filter(pk=session.pk).update(model_override_id=cheap)
-                session.model_override_id = cheap
-            known.add(pair)
         else:
-            thread = Thread(tenant_id=routine.tenant_id)
-            session = Session(
-                tenant_id=routine.tenant_id,
-                agent=routine.agent,
-                user_id=routine.user_id,
-                channel=channel,
-                title=title,
-                active_thread_id=thread.pk,
-                model_override_id=cheap,
-            )
-            thread.session = session
-            rows.append(session)
-            threads.append(thread)
-        sessions[fire.pk] = session
-    # The session and its thread point at each other: the foreign keys are checked
-    # at commit (deferred), so the two INSERTs may come in either order.
-    Session._base_manager.bulk_create(rows)
-    Thread._base_manager.bulk_create(threads)
+            sessions[fire.pk] = fire.routine.session  # type: ignore[assignment]  # has one (needs_own_session)
     owned = []
-    for fire in new:
+    for fire, session in zip(new, new_sessions([fire.routine for fire in new]), strict=True):
+        sessions[fire.pk] = session
         if fire.routine.action == ActionKind.AGENT:
-            fire.routine.session = sessions[fire.pk]
+            fire.routine.session = session
             owned.append(fire.routine)
     if owned:
         update_rows(Routine, owned, ["session"])
     return sessions
-
-
-_CHATTED_SQL = """
-SELECT p.agent_id, p.user_id FROM unnest(%s::bigint[], %s::bigint[]) AS p(agent_id, user_id)
-WHERE EXISTS (SELECT 1 FROM agents_session s WHERE s.agent_id = p.agent_id AND s.user_id = p.user_id)
-"""
-
-
-def _chatted(pairs: set[tuple[Any, Any]]) -> set[tuple[Any, Any]]:
-    """The (agent, user) pairs that have a session already (``is_first_chat`` for
-    each, in one statement)."""
-    if not pairs:
-        return set()
-    ordered = sorted(pairs)
-    with connection.cursor() as cursor:
-        cursor.execute(_CHATTED_SQL, [[p[0] for p in ordered], [p[1] for p in ordered]])
-        return {(row[0], row[1]) for row in cursor.fetchall()}
 
 
 def _close(

@@ -3,7 +3,8 @@
 :func:`plan_due` locks a batch of due routines (``FOR UPDATE SKIP LOCKED``: two
 workers plan disjoint batches), writes one :class:`RoutineFire` per chosen due time
 (unique per routine and time: planning twice cannot fire twice) and moves each
-routine's ``next_run_at`` past now.
+routine's ``next_run_at`` past now. An agent routine without a session of its own
+gets it here (``agents.routines.sessions``), seconds before its fire is due.
 
 Which due times fire: the latest due time within ``CLAW_ROUTINE_MISSED_AFTER_SECONDS``
 fires normally. Older ones were missed (no worker ran) and follow the routine's
@@ -33,7 +34,8 @@ from agents.models import (
     TriggerKind,
 )
 from agents.routines.events import event_fires
-from agents.routines.rows import update_rows
+from agents.routines.rows import insert_rows, update_rows
+from agents.routines.sessions import give_own_sessions
 from agents.routines.times import jitter_offset, stagger_offset
 
 PLAN_BATCH = 500
@@ -111,7 +113,8 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH, ahead: float = 0.0) -> i
     horizon = now + timedelta(seconds=ahead)
     with transaction.atomic():
         routines = list(
-            Routine._base_manager.select_for_update(skip_locked=True)
+            Routine._base_manager.select_for_update(skip_locked=True, of=("self",))
+            .select_related("agent", "user", "session")
             .filter(status=RoutineStatus.ACTIVE, next_run_at__lte=horizon)
             .order_by("next_run_at")[:limit]
         )
@@ -155,9 +158,11 @@ def plan_due(now: datetime, *, limit: int = PLAN_BATCH, ahead: float = 0.0) -> i
             routine.next_run_at = plan.next_run_at
             if routine.trigger == TriggerKind.ONCE and not plan.fires:
                 routine.status, routine.last_status = RoutineStatus.COMPLETED, RoutineRunStatus.SKIPPED
-        RoutineFire._base_manager.bulk_create(fires, ignore_conflicts=True)
-        RoutineRun._base_manager.bulk_create(skipped_rows)
-        update_rows(Routine, routines, ["next_run_at", "status", "last_status", "event_cursor"])
+        # An agent routine about to fire gets its session now, not when it is due.
+        give_own_sessions(list({fire.routine_id: fire.routine for fire in fires}.values()))
+        insert_rows(RoutineFire, fires, ignore_conflicts=True)
+        insert_rows(RoutineRun, skipped_rows)
+        update_rows(Routine, routines, ["next_run_at", "status", "last_status", "event_cursor", "session"])
         return len(routines)
 
 

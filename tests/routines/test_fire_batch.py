@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from agents.actions.conversation import do_create_session
@@ -16,7 +16,7 @@ from agents.models import FireState, Routine, RoutineRun, Run, RunEvent, RunStat
 from agents.routines import firing
 from agents.routines.firing import start_due_fires
 from agents.routines.planner import plan_due
-from agents.routines.rows import update_rows
+from agents.routines.rows import insert_rows, update_rows
 from tests.routines.helpers import OWNER, fires_of, make_routine, runs_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,3 +140,84 @@ def test_update_rows_writes_each_rows_values_in_one_statement(tenant_a):
         routines[1].pk: (None, "", None, "paused"),
         routines[2].pk: (None, "", START + timedelta(days=1), "active"),
     }
+
+
+def _columns(row) -> dict:  # type: ignore[no-untyped-def]
+    skip = {
+        "id",
+        "created_at",
+        "last_activity_at",
+        "updated_at",
+        "started_at",
+        "finished_at",
+        "session",
+        "fire",
+        "active_thread",
+    }
+    return {f.attname: getattr(row, f.attname) for f in row._meta.concrete_fields if f.name not in skip}
+
+
+def test_insert_rows_writes_what_bulk_create_writes_in_one_statement(tenant_a):
+    """Sessions with their threads (client-side keys, a database default, auto_now_add),
+    RoutineRuns (a key the database makes) and fires with a conflict ignored."""
+    ts = tenant_a
+    pairs = []
+    for way in ("bulk", "rows"):
+        thread = Thread(tenant_id=ts.tenant.pk)
+        session = Session(
+            tenant_id=ts.tenant.pk,
+            agent=ts.agent,
+            user=ts.member,
+            channel="routine",
+            title=way,
+            active_thread_id=thread.pk,
+        )
+        thread.session = session
+        # The session and its thread point at each other: checked at commit (deferred).
+        if way == "bulk":
+            with transaction.atomic():
+                Session._base_manager.bulk_create([session])
+                Thread._base_manager.bulk_create([thread])
+        else:
+            with CaptureQueriesContext(connection) as queries, transaction.atomic():
+                assert insert_rows(Session, [session]) == 1
+                assert insert_rows(Thread, [thread]) == 1
+            assert len(queries) == 4  # the two INSERTs, a savepoint and its release
+            assert not session._state.adding  # saved, as bulk_create leaves it
+        pairs.append((Session._base_manager.get(pk=session.pk), Thread._base_manager.get(pk=thread.pk)))
+    (bulk_session, bulk_thread), (rows_session, rows_thread) = pairs
+    assert rows_session.created_at is not None
+    assert rows_session.last_activity_at is not None
+    assert {**_columns(bulk_session), "title": ""} == {**_columns(rows_session), "title": ""}
+    assert _columns(bulk_thread) == _columns(rows_thread)
+
+    routine = make_routine(ts, next_run_at=START, name="ins")
+    plan_due(START)
+    fire = fires_of(routine)[0]
+    runs = [
+        RoutineRun(
+            tenant_id=ts.tenant.pk,
+            routine=routine,
+            fire=fire,
+            scheduled_for=START,
+            status="skipped",
+            reason=f"r{i}",
+            started_at=START,
+            finished_at=START,
+        )
+        for i in range(3)
+    ]
+    assert insert_rows(RoutineRun, runs) == 3
+    assert sorted(RoutineRun._base_manager.filter(routine=routine).values_list("reason", flat=True)) == [
+        "r0",
+        "r1",
+        "r2",
+    ]
+    again = firing.RoutineFire(
+        tenant_id=ts.tenant.pk,
+        routine=routine,
+        scheduled_for=fire.scheduled_for,
+        not_before=START,
+        reason="x",
+    )
+    assert insert_rows(firing.RoutineFire, [again], ignore_conflicts=True) == 0  # one per (routine, time)
