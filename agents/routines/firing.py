@@ -51,7 +51,7 @@ from agents.models import (
     Session,
 )
 from agents.routines.light import light_session
-from agents.routines.rows import insert_rows, update_rows
+from agents.routines.rows import insert_write, update_rows, update_write, write_together
 from agents.routines.sessions import needs_own_session, new_sessions
 from claw_platform.db import readable_failure
 
@@ -207,8 +207,9 @@ def _start_together(fires: list[RoutineFire], owner: str, now: datetime) -> list
                         run_id=result.pk if running and isinstance(result, Run) else None,
                     )
                 )
-            update_rows(RoutineFire, fires, ["state", "started_by"])
-            insert_rows(RoutineRun, rows)
+            write_together(
+                [update_write(RoutineFire, fires, ["state", "started_by"]), insert_write(RoutineRun, rows)]
+            )
     except Exception:
         logger.exception("%d routine fires could not start together; starting them one by one", len(fires))
         for fire, (state, started_by) in zip(fires, before, strict=True):

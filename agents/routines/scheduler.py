@@ -220,23 +220,30 @@ class Scheduler:
 
     def _run(self) -> None:
         idle = float(settings.CLAW_ROUTINE_IDLE_POLL_SECONDS)
+        busy = False
         while not self._stop.is_set():
             try:
                 self._wake.clear()
                 close_old_connections()  # as in _plan
+                if busy:  # the last round started fires: more are probably due, go on
+                    busy = tick(self.owner, shell_pool=self._shell_pool, settle=False, plan=False)
+                    if busy:
+                        self._settle_due.set()
+                        continue
                 due_in, running = next_fire_wake(timezone.now())
                 if running:
                     self._settle_due.set()
                 if (due_in <= 0 or running) and tick(
                     self.owner, shell_pool=self._shell_pool, settle=False, plan=False
                 ):
+                    busy = True
                     continue  # did something: more may be due
                 wait = min(
                     due_in if due_in > 0 else NOTHING_CLAIMABLE_PAUSE, RUNNING_POLL if running else idle
                 )
             except Exception:
                 logger.exception("routine scheduler tick failed")
-                wait = 5.0
+                busy, wait = False, 5.0
                 close_old_connections()
             self._wake.wait(wait)
         connection.close()

@@ -16,7 +16,7 @@ from agents.models import FireState, Routine, RoutineRun, Run, RunEvent, RunStat
 from agents.routines import firing
 from agents.routines.firing import start_due_fires
 from agents.routines.planner import plan_due
-from agents.routines.rows import insert_rows, update_rows
+from agents.routines.rows import insert_rows, insert_write, update_rows, update_write, write_together
 from tests.routines.helpers import OWNER, fires_of, make_routine, runs_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -221,3 +221,26 @@ def test_insert_rows_writes_what_bulk_create_writes_in_one_statement(tenant_a):
         reason="x",
     )
     assert insert_rows(firing.RoutineFire, [again], ignore_conflicts=True) == 0  # one per (routine, time)
+
+
+def test_write_together_sends_an_update_and_an_insert_as_one_statement(tenant_a):
+    ts = tenant_a
+    routine = make_routine(ts, next_run_at=START, name="wt")
+    plan_due(START)
+    fire = fires_of(routine)[0]
+    fire.state, fire.started_by = FireState.DONE, "wt-owner"
+    row = RoutineRun(
+        tenant_id=ts.tenant.pk, routine=routine, fire=fire, scheduled_for=START, status="skipped", reason="wt"
+    )
+    with CaptureQueriesContext(connection) as queries:
+        write_together(
+            [
+                update_write(firing.RoutineFire, [fire], ["state", "started_by"]),
+                insert_write(RoutineRun, [row]),
+            ]
+        )
+    assert len(queries) == 1
+    fire.refresh_from_db()
+    assert (fire.state, fire.started_by) == (FireState.DONE, "wt-owner")
+    assert RoutineRun._base_manager.get(fire=fire).reason == "wt"
+    assert not row._state.adding
