@@ -5,6 +5,7 @@ routines that act for them; changing routines needs the admin or owner role."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django import forms
@@ -17,7 +18,9 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from agents.actions.routines import (
+    check_active_cap,
     check_routine_trigger,
+    counts_anew,
     do_run_routine_now,
     do_set_routine_status,
     trigger_of,
@@ -49,7 +52,37 @@ class RoutineForm(forms.ModelForm):
         agent = data.get("agent")
         if session is not None and agent is not None and session.agent_id != agent.pk:
             self.add_error("session", "The session is not a chat with this agent.")
+        if not self.errors:
+            self._check_status(data)
         return data
+
+    def _check_status(self, data: dict[str, Any]) -> None:
+        """What ``do_set_routine_status`` holds the other paths to: a cancelled or
+        completed routine stays so, and a routine that becomes active (made active,
+        resumed, or moved to another agent or user while active) must fit the cap
+        on active routines (``check_active_cap``, the one rule). The admin's change
+        view runs the form and the save in one transaction, so the cap's lock holds
+        until the routine is saved."""
+        stored = self.instance if self.instance.pk else None
+        if (
+            stored is not None
+            and "status" in self.changed_data
+            and stored.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED)
+        ):
+            self.add_error("status", f"The routine is {stored.status}; it cannot change any more.")
+            return
+        candidate = copy.copy(self.instance)
+        for name in ("agent", "user", "status", "action"):
+            if name in self.fields:
+                setattr(candidate, name, data.get(name))
+        if not counts_anew(stored, candidate):
+            return
+        try:
+            check_active_cap(candidate)
+        except ValidationError as exc:
+            moved = [name for name in ("agent", "user") if name in self.changed_data]
+            field = "status" if stored is None or "status" in self.changed_data or not moved else moved[0]
+            self.add_error(field, exc.messages)
 
 
 class RoutineRunInline(TenantScopedInline):

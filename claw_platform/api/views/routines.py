@@ -81,6 +81,8 @@ class RoutineViewSet(
             for name in (*POLICY_FIELDS, *DELIVERY_FIELDS, "action", "command")
             if name in data
         }
+        if data.get("status") == "paused":
+            options["status"] = "paused"  # made paused: it does not count against the cap
         session = data.get("session")
         try:
             routine = do_create_routine(
@@ -96,8 +98,6 @@ class RoutineViewSet(
             )
         except DjangoValidationError as exc:
             raise _refused(exc) from None
-        if data.get("status") == "paused":
-            routine = do_set_routine_status(routine, "paused", acting_user=self.principal.acting_user)
         serializer.instance = routine
 
     def perform_update(self, serializer: Any) -> None:
@@ -105,14 +105,21 @@ class RoutineViewSet(
         data = dict(serializer.validated_data)
         status = data.pop("status", None)
         routine = serializer.instance
+        # The field a refusal names: the status being set, else the agent an active
+        # routine moves to (the cap on active routines counts it there).
+        field = "status" if status else ("agent" if "agent" in data else "non_field_errors")
         try:
             with transaction.atomic():
+                # Paused first, then moved: a routine paused in the same request does
+                # not count where it moves to.
+                if status is not None and status != "active" and status != routine.status:
+                    routine = do_set_routine_status(routine, status, acting_user=self.principal.acting_user)
                 if data:
                     routine = do_update_routine(routine, data, acting_user=self.principal.acting_user)
-                if status is not None and status != routine.status:
+                if status == "active" and status != routine.status:
                     routine = do_set_routine_status(routine, status, acting_user=self.principal.acting_user)
         except DjangoValidationError as exc:
-            raise _refused(exc, "status" if status else "non_field_errors") from None
+            raise _refused(exc, field) from None
         serializer.instance = routine
 
     def perform_destroy(self, instance: Routine) -> None:
