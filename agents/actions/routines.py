@@ -178,7 +178,7 @@ def do_create_routine(
 ) -> Routine:
     """``options``: more fields of the routine (action, command, policies, a ``paused``
     status), already checked by the caller's form or serializer (shell commands:
-    ``check_shell_routine``). ``count_cap=False`` only for the bench's set-up."""
+    ``agents.routines.shell.check_shell_routine``). ``count_cap=False`` only for the bench's set-up."""
     first = check_routine_trigger(trigger)
     candidate = Routine(tenant_id=tenant_id, agent_id=agent_id, user_id=user_id, **(options or {}))
     if count_cap and counts_anew(None, candidate):

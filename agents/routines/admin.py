@@ -28,7 +28,12 @@ from agents.actions.routines import (
 )
 from agents.models import Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin, TenantScopedInline
-from claw_platform.api.serializers.routines import DELIVERY_FIELDS, TRIGGER_FIELDS, check_routine_fields
+from claw_platform.api.serializers.routines import (
+    DELIVERY_FIELDS,
+    TRIGGER_FIELDS,
+    check_routine_fields,
+    check_routine_links,
+)
 
 
 class RoutineForm(forms.ModelForm):
@@ -48,10 +53,11 @@ class RoutineForm(forms.ModelForm):
             for field, problems in detail.items():
                 target = field if field in self.fields else None
                 self.add_error(target, [str(p) for p in problems])
-        session = data.get("session")
-        agent = data.get("agent")
-        if session is not None and agent is not None and session.agent_id != agent.pk:
-            self.add_error("session", "The session is not a chat with this agent.")
+        try:
+            check_routine_links(data.get("agent"), data.get("session"), data.get("deliver_channel"))
+        except serializers.ValidationError as exc:
+            for field, problems in exc.detail.items():  # type: ignore[union-attr]
+                self.add_error(field, [str(p) for p in problems])
         if not self.errors:
             self._check_status(data)
         return data
