@@ -23,6 +23,7 @@ from agents.actions.routines import (
     counts_anew,
     do_run_routine_now,
     do_set_routine_status,
+    next_run,
     trigger_of,
     wake_schedulers,
 )
@@ -76,6 +77,16 @@ class RoutineForm(forms.ModelForm):
             and stored.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED)
         ):
             self.add_error("status", f"The routine is {stored.status}; it cannot change any more.")
+            return
+        if (
+            stored is not None
+            and "status" in self.changed_data
+            and data.get("status") == RoutineStatus.ACTIVE
+            and not set(self.changed_data) & set(TRIGGER_FIELDS)
+            and stored.trigger != TriggerKind.MANUAL
+            and next_run(trigger_of(stored), timezone.now()) is None
+        ):
+            self.add_error("status", "This one-shot routine's time has passed; schedule a new one.")
             return
         candidate = copy.copy(self.instance)
         for name in ("agent", "user", "status", "action"):
@@ -206,6 +217,14 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
             obj.next_run_at = first if obj.status == RoutineStatus.ACTIVE else obj.next_run_at
             if obj.trigger == TriggerKind.EVENT and obj.event_cursor is None:
                 obj.event_cursor = timezone.now()
+        if change and "status" in form.changed_data:
+            # As do_set_routine_status: resumed with a clean slate, cancelled for good.
+            if obj.status == RoutineStatus.ACTIVE:
+                obj.consecutive_failures = 0
+                if obj.trigger == TriggerKind.EVENT:
+                    obj.event_cursor = timezone.now()  # what happened while paused does not fire
+            elif obj.status == RoutineStatus.CANCELLED:
+                obj.next_run_at = None
         if not change and obj.created_by_id is None:
             obj.created_by_id = request.user.pk
         with transaction.atomic():
