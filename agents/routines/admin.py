@@ -27,13 +27,26 @@ from agents.actions.routines import (
     trigger_of,
     wake_schedulers,
 )
-from agents.models import Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
+from agents.models import ActionKind, Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin, TenantScopedInline
 from claw_platform.api.serializers.routines import (
     DELIVERY_FIELDS,
     TRIGGER_FIELDS,
     check_routine_fields,
     check_routine_links,
+)
+
+# A heartbeat routine's fields that the agent's heartbeat settings own.
+HEARTBEAT_FIXED = (
+    "name",
+    "agent",
+    "user",
+    "session",
+    "status",
+    "action",
+    "prompt",
+    "command",
+    *TRIGGER_FIELDS,
 )
 
 
@@ -189,6 +202,13 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
     ]
     inlines = [RoutineRunInline]
     actions = ["run_now", "pause", "resume"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.action == ActionKind.HEARTBEAT:
+            # Kept in step with the agent's heartbeat settings (heartbeat_schedule): set there.
+            fields += [name for name in HEARTBEAT_FIXED if name not in fields]
+        return fields
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         tenant = getattr(request, "tenant", None)

@@ -184,6 +184,14 @@ class RoutineSerializer(StrictModelSerializer):
         return routine.user.get_username() if routine.user_id and routine.user else None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if self.instance is not None and self.instance.action == ActionKind.HEARTBEAT and attrs:
+            raise serializers.ValidationError(
+                {
+                    next(iter(attrs)): [
+                        "This is the agent's heartbeat: change it with the agent's heartbeat settings."
+                    ]
+                }
+            )
         check_routine_fields(attrs, self.instance)
 
         def value(name: str) -> Any:
