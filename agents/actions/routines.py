@@ -213,6 +213,10 @@ def do_create_routine(
     return routine
 
 
+class ActiveCapReached(ValidationError):
+    """The user already has the most active routines with the agent."""
+
+
 def check_active_cap(routine: Routine) -> None:
     """The one rule on active routines: at most ``MAX_ACTIVE_ROUTINES_PER_USER`` per
     user and agent. Asked of every path that makes ``routine`` count -- creating it
@@ -238,7 +242,7 @@ def check_active_cap(routine: Routine) -> None:
     if routine.pk is not None:
         others = others.exclude(pk=routine.pk)
     if others.count() >= MAX_ACTIVE_ROUTINES_PER_USER:
-        raise ValidationError(
+        raise ActiveCapReached(
             f"At most {MAX_ACTIVE_ROUTINES_PER_USER} active routines per user and agent; "
             "pause or cancel another first."
         )

@@ -178,7 +178,7 @@ def test_the_api_makes_a_paused_routine_past_the_cap_but_no_active_one(tenant_a)
     body = {"agent": tenant_a.agent.slug, "prompt": "hi", "trigger": "interval", "interval_seconds": 600}
     response = client.post("/api/v1/routines/", body, format="json")
     assert response.status_code == 400
-    assert FULL in str(response.json()["error"])
+    assert FULL in str(response.json()["error"]["fields"]["status"])
     response = client.post("/api/v1/routines/", {**body, "status": "paused"}, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["status"] == "paused"

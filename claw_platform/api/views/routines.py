@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.actions.routines import (
+    ActiveCapReached,
     Trigger,
     do_create_routine,
     do_run_routine_now,
@@ -96,6 +97,8 @@ class RoutineViewSet(
                 acting_user=self.principal.acting_user,
                 options=options,
             )
+        except ActiveCapReached as exc:
+            raise _refused(exc, "status") from None  # made active: it would count past the cap
         except DjangoValidationError as exc:
             raise _refused(exc) from None
         serializer.instance = routine
