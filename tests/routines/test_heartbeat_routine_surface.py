@@ -1,7 +1,7 @@
 """The agent's heartbeat routine is set by the agent's heartbeat settings, not as a
-routine: the API refuses changing it (a 400 naming the field, nothing saved) and
-the admin shows its trigger, status and owner read-only; its policies stay
-editable and "run now" works."""
+routine: the API refuses changing it (a 400 naming the field, nothing saved) or
+deleting it (409), the admin shows its trigger, status and owner read-only; its
+policies stay editable and "run now" works."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ def test_the_api_refuses_changing_the_heartbeat_routine(tenant_a):
     stored = Routine._base_manager.get(pk=routine.pk)
     assert (stored.interval_seconds, stored.status) == (1800, "active")
     assert client.post(f"{url}run/").status_code == 202  # run now stays
+    response = client.delete(url)
+    assert response.status_code == 409
+    assert "heartbeat_enabled" in response.json()["error"]["message"]
+    assert Routine._base_manager.filter(pk=routine.pk).exists()
 
 
 def test_the_admin_shows_the_heartbeat_routines_settings_read_only(tenant_a):

@@ -23,7 +23,7 @@ from agents.actions.routines import (
     do_set_routine_status,
     do_update_routine,
 )
-from agents.models import Routine, RoutineRun
+from agents.models import ActionKind, Routine, RoutineRun
 from claw_platform.api.errors import ApiError
 from claw_platform.api.serializers.routines import (
     DELIVERY_FIELDS,
@@ -127,6 +127,12 @@ class RoutineViewSet(
 
     def perform_destroy(self, instance: Routine) -> None:
         self._check_can_act()
+        if instance.action == ActionKind.HEARTBEAT:
+            raise ApiError(
+                409,
+                "heartbeat_routine",
+                "This is the agent's heartbeat: turn it off with the agent's heartbeat_enabled.",
+            )
         with transaction.atomic():
             record_audit_event(
                 action="routine.deleted", actor=self.principal.acting_user, obj=instance, diff={}
