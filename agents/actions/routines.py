@@ -5,6 +5,7 @@ schedulers (``ROUTINES_CHANNEL``) so a new due time is seen at once."""
 
 from __future__ import annotations
 
+import copy
 import zoneinfo
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -175,20 +176,13 @@ def do_create_routine(
     options: dict[str, Any] | None = None,
     count_cap: bool = True,
 ) -> Routine:
-    """``options``: more fields of the routine (action, command, policies), already
-    checked by the caller's form or serializer (shell commands: ``check_shell_routine``)."""
+    """``options``: more fields of the routine (action, command, policies, a ``paused``
+    status), already checked by the caller's form or serializer (shell commands:
+    ``agents.routines.shell.check_shell_routine``). ``count_cap=False`` only for the bench's set-up."""
     first = check_routine_trigger(trigger)
-    active = (
-        0
-        if not count_cap
-        else (
-            Routine._base_manager.filter(tenant_id=tenant_id, agent_id=agent_id, status=RoutineStatus.ACTIVE)
-            .filter(owned_by(user_id))
-            .count()
-        )
-    )
-    if count_cap and active >= MAX_ACTIVE_ROUTINES_PER_USER:
-        raise ValidationError(f"At most {MAX_ACTIVE_ROUTINES_PER_USER} active routines per user and agent.")
+    candidate = Routine(tenant_id=tenant_id, agent_id=agent_id, user_id=user_id, **(options or {}))
+    if count_cap and counts_anew(None, candidate):
+        check_active_cap(candidate)
     routine = Routine._base_manager.create(
         tenant_id=tenant_id,
         agent_id=agent_id,
@@ -219,24 +213,53 @@ def do_create_routine(
     return routine
 
 
+class ActiveCapReached(ValidationError):
+    """The user already has the most active routines with the agent."""
+
+
 def check_active_cap(routine: Routine) -> None:
-    """Resuming counts against the cap on active routines per user and agent, as
-    creating does (a paused routine must not be a way around it)."""
+    """The one rule on active routines: at most ``MAX_ACTIVE_ROUTINES_PER_USER`` per
+    user and agent. Asked of every path that makes ``routine`` count -- creating it
+    active, resuming it, moving an active one to another agent or user (actions,
+    API, chat tools, the admin's form and list actions); a paused routine must not
+    be a way around it. Call it inside the transaction that saves the routine: an
+    advisory lock on (tenant, agent, user) holds until that commits, so two
+    requests at once cannot both take the last place."""
     if routine.action == ActionKind.HEARTBEAT:
         return  # the agent's own, kept by its settings
-    active = (
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtext(%s))",
+            [f"claw_routine_cap:{routine.tenant_id}:{routine.agent_id}:{routine.user_id}"],
+        )
+    others = (
         Routine._base_manager.filter(
             tenant_id=routine.tenant_id, agent_id=routine.agent_id, status=RoutineStatus.ACTIVE
         )
         .filter(owned_by(routine.user_id))
-        .exclude(pk=routine.pk)
-        .count()
+        .exclude(action=ActionKind.HEARTBEAT)
     )
-    if active >= MAX_ACTIVE_ROUTINES_PER_USER:
-        raise ValidationError(
+    if routine.pk is not None:
+        others = others.exclude(pk=routine.pk)
+    if others.count() >= MAX_ACTIVE_ROUTINES_PER_USER:
+        raise ActiveCapReached(
             f"At most {MAX_ACTIVE_ROUTINES_PER_USER} active routines per user and agent; "
             "pause or cancel another first."
         )
+
+
+def counts_anew(before: Routine | None, after: Routine) -> bool:
+    """Whether saving ``after`` (``before``: as stored, None when new) adds an active
+    routine to a (user, agent) pair's count, so the cap must be checked."""
+    if after.status != RoutineStatus.ACTIVE:
+        return False
+    if before is None or before.status != RoutineStatus.ACTIVE:
+        return True
+    return (before.agent_id, before.user_id, before.tenant_id) != (
+        after.agent_id,
+        after.user_id,
+        after.tenant_id,
+    )
 
 
 @transaction.atomic
@@ -289,6 +312,7 @@ def do_update_routine(routine: Routine, changes: dict[str, Any], *, acting_user:
     """Change a routine's fields (already checked); a changed trigger recomputes the
     next run from now."""
     locked = Routine._base_manager.select_for_update().get(pk=routine.pk)
+    stored = copy.copy(locked)  # as it was, for the cap's question
     diff: dict[str, list[Any]] = {}
     secret_names = {field.name for field in secret_fields(Routine)}
     for name, value in changes.items():
@@ -305,6 +329,8 @@ def do_update_routine(routine: Routine, changes: dict[str, Any], *, acting_user:
             locked.event_cursor = timezone.now()
         if locked.status == RoutineStatus.ACTIVE:
             locked.next_run_at = first
+    if counts_anew(stored, locked):
+        check_active_cap(locked)  # moved to another agent or user: it counts there
     locked.save()
     if diff:
         record_audit_event(action="routine.updated", actor=acting_user, obj=locked, diff=diff)

@@ -5,6 +5,7 @@ routines that act for them; changing routines needs the admin or owner role."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from django import forms
@@ -17,15 +18,36 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from agents.actions.routines import (
+    check_active_cap,
     check_routine_trigger,
+    counts_anew,
     do_run_routine_now,
     do_set_routine_status,
+    next_run,
     trigger_of,
     wake_schedulers,
 )
-from agents.models import Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
+from agents.models import ActionKind, Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
 from claw_platform.admin.scoped import MemberRuleMixin, TenantScopedAdmin, TenantScopedInline
-from claw_platform.api.serializers.routines import DELIVERY_FIELDS, TRIGGER_FIELDS, check_routine_fields
+from claw_platform.api.serializers.routines import (
+    DELIVERY_FIELDS,
+    TRIGGER_FIELDS,
+    check_routine_fields,
+    check_routine_links,
+)
+
+# A heartbeat routine's fields that the agent's heartbeat settings own.
+HEARTBEAT_FIXED = (
+    "name",
+    "agent",
+    "user",
+    "session",
+    "status",
+    "action",
+    "prompt",
+    "command",
+    *TRIGGER_FIELDS,
+)
 
 
 class RoutineForm(forms.ModelForm):
@@ -45,11 +67,52 @@ class RoutineForm(forms.ModelForm):
             for field, problems in detail.items():
                 target = field if field in self.fields else None
                 self.add_error(target, [str(p) for p in problems])
-        session = data.get("session")
-        agent = data.get("agent")
-        if session is not None and agent is not None and session.agent_id != agent.pk:
-            self.add_error("session", "The session is not a chat with this agent.")
+        try:
+            check_routine_links(data.get("agent"), data.get("session"), data.get("deliver_channel"))
+        except serializers.ValidationError as exc:
+            for field, problems in exc.detail.items():  # type: ignore[union-attr]
+                self.add_error(field, [str(p) for p in problems])
+        if not self.errors:
+            self._check_status(data)
         return data
+
+    def _check_status(self, data: dict[str, Any]) -> None:
+        """What ``do_set_routine_status`` holds the other paths to: a cancelled or
+        completed routine stays so, and a routine that becomes active (made active,
+        resumed, or moved to another agent or user while active) must fit the cap
+        on active routines (``check_active_cap``, the one rule). The admin's change
+        view runs the form and the save in one transaction, so the cap's lock holds
+        until the routine is saved."""
+        stored = self.instance if self.instance.pk else None
+        if (
+            stored is not None
+            and "status" in self.changed_data
+            and stored.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED)
+        ):
+            self.add_error("status", f"The routine is {stored.status}; it cannot change any more.")
+            return
+        if (
+            stored is not None
+            and "status" in self.changed_data
+            and data.get("status") == RoutineStatus.ACTIVE
+            and not set(self.changed_data) & set(TRIGGER_FIELDS)
+            and stored.trigger != TriggerKind.MANUAL
+            and next_run(trigger_of(stored), timezone.now()) is None
+        ):
+            self.add_error("status", "This one-shot routine's time has passed; schedule a new one.")
+            return
+        candidate = copy.copy(self.instance)
+        for name in ("agent", "user", "status", "action"):
+            if name in self.fields:
+                setattr(candidate, name, data.get(name))
+        if not counts_anew(stored, candidate):
+            return
+        try:
+            check_active_cap(candidate)
+        except ValidationError as exc:
+            moved = [name for name in ("agent", "user") if name in self.changed_data]
+            field = "status" if stored is None or "status" in self.changed_data or not moved else moved[0]
+            self.add_error(field, exc.messages)
 
 
 class RoutineRunInline(TenantScopedInline):
@@ -140,6 +203,13 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
     inlines = [RoutineRunInline]
     actions = ["run_now", "pause", "resume"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.action == ActionKind.HEARTBEAT:
+            # Kept in step with the agent's heartbeat settings (heartbeat_schedule): set there.
+            fields += [name for name in HEARTBEAT_FIXED if name not in fields]
+        return fields
+
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         tenant = getattr(request, "tenant", None)
         if db_field.name == "agent":
@@ -167,6 +237,14 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
             obj.next_run_at = first if obj.status == RoutineStatus.ACTIVE else obj.next_run_at
             if obj.trigger == TriggerKind.EVENT and obj.event_cursor is None:
                 obj.event_cursor = timezone.now()
+        if change and "status" in form.changed_data:
+            # As do_set_routine_status: resumed with a clean slate, cancelled for good.
+            if obj.status == RoutineStatus.ACTIVE:
+                obj.consecutive_failures = 0
+                if obj.trigger == TriggerKind.EVENT:
+                    obj.event_cursor = timezone.now()  # what happened while paused does not fire
+            elif obj.status == RoutineStatus.CANCELLED:
+                obj.next_run_at = None
         if not change and obj.created_by_id is None:
             obj.created_by_id = request.user.pk
         with transaction.atomic():

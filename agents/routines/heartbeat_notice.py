@@ -1,9 +1,11 @@
 """Where a heartbeat's finding goes (C8): the "Heartbeat" session of that user with
-the agent (the agent's own file: a session without a user, seen by the tenant's
-admins), opened on first use. The finding is a turn -- a "Heartbeat" request and
-the finding as the agent's reply, stored as messages of the thread so a reply in
-that chat has it in its history -- pushed to every open chat of the session as a
-``snapshot`` frame, the form a run's turn takes."""
+the agent, opened on first use. A finding of the agent's own HEARTBEAT.md is told
+to the tenant's owners and admins (:func:`shared_file_audience`), each in their own
+Heartbeat session with the agent: the people who keep the agent's checklist. The
+finding is a turn -- a "Heartbeat" request and the finding as the agent's reply,
+stored as messages of the thread so a reply in that chat has it in its history --
+pushed to every open chat of the session as a ``snapshot`` frame, the form a run's
+turn takes."""
 
 from __future__ import annotations
 
@@ -25,6 +27,23 @@ logger = logging.getLogger("claw.routines.heartbeat")
 SESSION_CHANNEL = "heartbeat"
 SESSION_TITLE = "Heartbeat"
 NOTICE_PROMPT = "Heartbeat"  # the turn's request line: what woke the agent
+# The request line of a finding of the agent's own checklist, told to its admins.
+SHARED_NOTICE_PROMPT = "Heartbeat (the agent's HEARTBEAT.md)"
+
+
+def shared_file_audience(tenant_id: int) -> list[int]:
+    """Who is told a finding of the agent's own HEARTBEAT.md: the tenant's owners and
+    admins (they see every agent and session of the tenant and edit the agent's
+    files); members are told only what their own copy finds."""
+    from claw_platform.tenancy.models import CONFIG_EDITOR_ROLES, Membership
+
+    return list(
+        Membership._base_manager.filter(
+            tenant_id=tenant_id, role__in=CONFIG_EDITOR_ROLES, user__is_active=True
+        )
+        .order_by("user_id")
+        .values_list("user_id", flat=True)
+    )
 
 
 def heartbeat_session(agent: Agent, user_id: int | None) -> Session:
@@ -44,10 +63,10 @@ def heartbeat_session(agent: Agent, user_id: int | None) -> Session:
     return session
 
 
-def post_finding(agent: Agent, user_id: int | None, finding: str) -> Turn:
-    """The finding as a turn of the user's Heartbeat session: a "Heartbeat" request
-    and the finding as the agent's reply, stored as messages of the thread (so a
-    reply in that chat has it in its history)."""
+def post_finding(agent: Agent, user_id: int | None, finding: str, *, prompt: str = NOTICE_PROMPT) -> Turn:
+    """The finding as a turn of the user's Heartbeat session: a ``prompt`` request
+    ("Heartbeat") and the finding as the agent's reply, stored as messages of the
+    thread (so a reply in that chat has it in its history)."""
     from agents.actions.conversation import do_finish_turn, do_start_turn
 
     text = storable_text(finding)
@@ -55,7 +74,7 @@ def post_finding(agent: Agent, user_id: int | None, finding: str) -> Turn:
     with transaction.atomic():
         # A run going in this chat keeps its thread's state (the notice only adds a turn).
         before = Thread._base_manager.select_for_update().get(pk=cast(UUID, session.active_thread_id))
-        turn = do_start_turn(session, NOTICE_PROMPT)
+        turn = do_start_turn(session, prompt)
         thread = Thread._base_manager.get(pk=turn.thread_id)
         base = thread.last_seq
         Thread._base_manager.filter(pk=thread.pk).update(last_seq=base + 2)
@@ -71,7 +90,7 @@ def post_finding(agent: Agent, user_id: int | None, finding: str) -> Turn:
                     parts=message.to_dict()["parts"],
                 )
                 for offset, message in (
-                    (1, EngineMessage.user(NOTICE_PROMPT)),
+                    (1, EngineMessage.user(prompt)),
                     (2, EngineMessage.assistant(text)),
                 )
             ]

@@ -10,12 +10,14 @@ run history; no loop of its own.
 A fire outside the active hours is skipped (recorded, no model call). A fire inside
 them checks, one after the other, the agent's own HEARTBEAT.md and each user's copy
 that has something to do (a file of blanks, headings and comments costs no call);
-each finding goes to the "Heartbeat" session of that user with the agent (the
-agent's own file: a session without a user, seen by the tenant's admins), opened on
-first use, and is pushed to an open chat of it; with the agent's ``heartbeat_notify``
-at ``linked`` (the default) it is also sent to each chat-platform account the user
-linked on the agent's channels (``heartbeat_notice.deliver_notices``). A reply of
-``HEARTBEAT_OK`` or ``NO_REPLY`` posts nothing.
+each finding goes to the "Heartbeat" session of that user with the agent, opened on
+first use, and is pushed to an open chat of it. A finding of the agent's own file
+is checked once and told to each owner and admin of the tenant, in their own
+Heartbeat session with the agent (:func:`recipients`). With the agent's
+``heartbeat_notify`` at ``linked`` (the default) each notice is also sent to the
+chat-platform accounts its user linked on the agent's channels
+(``heartbeat_notice.deliver_notices``). A reply of ``HEARTBEAT_OK`` or ``NO_REPLY``
+posts nothing.
 """
 
 from __future__ import annotations
@@ -48,7 +50,13 @@ from agents.routines.heartbeat import (
     checklist,
     has_work,
 )
-from agents.routines.heartbeat_notice import deliver_notices, post_finding
+from agents.routines.heartbeat_notice import (
+    NOTICE_PROMPT,
+    SHARED_NOTICE_PROMPT,
+    deliver_notices,
+    post_finding,
+    shared_file_audience,
+)
 from agents.routines.outcome import finish_routine_run
 from agents.routines.times import zone_of
 from claw_platform.db import db_async, readable_failure
@@ -154,6 +162,17 @@ def targets(agent_id: int) -> list[tuple[int | None, str]]:
     return found
 
 
+def recipients(agent: Agent, user_id: int | None) -> list[tuple[int | None, str]]:
+    """(user, the notice's request line) of each Heartbeat session a finding of
+    ``user_id``'s HEARTBEAT.md goes to: that user; for the agent's own file
+    (``None``) each owner and admin of the tenant -- one check, several notices --
+    or, in a tenant with none, the agent's own session (no user)."""
+    if user_id is not None:
+        return [(user_id, NOTICE_PROMPT)]
+    audience = shared_file_audience(agent.tenant_id)
+    return [(admin, SHARED_NOTICE_PROMPT) for admin in audience] or [(None, SHARED_NOTICE_PROMPT)]
+
+
 def execute_heartbeat_run(row_id: int) -> None:
     """Run a started heartbeat RoutineRun (after the claiming commit) and settle it."""
 
@@ -177,8 +196,9 @@ def execute_heartbeat_run(row_id: int) -> None:
                 if check.error:
                     errors.append(f"{who}: {check.error}")
                 elif check.finding:
-                    post_finding(agent, user_id, check.finding)
-                    told.append((user_id, check.finding))
+                    for recipient, prompt in recipients(agent, user_id):
+                        post_finding(agent, recipient, check.finding, prompt=prompt)
+                        told.append((recipient, check.finding))
                     findings.append(check.finding if len(work) == 1 else f"[{who}] {check.finding}")
             if work:
                 # The quiet outputs (NOTHING_TO_DO, NOTHING_FOUND) repeat by design: the

@@ -1,7 +1,8 @@
 """Shell routines (C2, C3, C4): a command run by the scheduler, behind ZeroClaw's gates.
 
-Gates, checked when the routine is saved (a form or API error naming ``command``)
-and again before every run (settings may have changed since):
+Gates, checked when the routine is saved (a form or API error naming ``command``,
+:func:`check_shell_routine`) and again before every run (settings may have changed
+since):
 
 - one simple command: no subshells, substitutions, redirects, pipes or chaining
   (``; & | < > ` $ ( )`` and newlines are refused);
@@ -36,7 +37,7 @@ from agents.routines.outcome import finish_routine_run
 from tools_app.builtins.bash import MAX_OUTPUT_BYTES, check_command_paths
 from tools_app.context import ToolContext
 from tools_app.registry import ToolError
-from tools_app.sandbox.shell import SandboxUnavailable, choose_mode, run_command
+from tools_app.sandbox.shell import SANDBOX_HOME, SandboxUnavailable, choose_mode, run_command
 from tools_app.workspace import ensure_workspace, workspace_path
 
 FORBIDDEN_SYNTAX = re.compile(r"[;&|<>`$()\n\r\\]")
@@ -73,6 +74,19 @@ def check_shell_command(command: str) -> list[str]:
         raise ValidationError(
             f"{words[0]!r} is not on the allow-list of shell routines{mode}: {', '.join(sorted(allowed))}."
         )
+    return words
+
+
+def check_shell_routine(command: str) -> list[str]:
+    """The gates a shell routine's command passes when it is saved (forms, API): the
+    static ones of :func:`check_shell_command` and the forbidden paths, checked as
+    the sandbox sees the workspace (``/workspace``); again before every run in the
+    mode it runs in."""
+    words = check_shell_command(command)
+    try:
+        _check_paths(command, PurePosixPath(SANDBOX_HOME), "sandbox")
+    except Refused as exc:
+        raise ValidationError(str(exc)) from None
     return words
 
 

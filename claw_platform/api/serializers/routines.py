@@ -10,7 +10,7 @@ from rest_framework import serializers
 
 from agents.actions.routines import Trigger, check_routine_trigger
 from agents.models import ActionKind, Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
-from agents.routines.shell import check_shell_command
+from agents.routines.shell import check_shell_routine
 from channels_app.models import Channel
 from claw_platform.api.serializers.base import StrictModelSerializer
 
@@ -90,7 +90,7 @@ def check_routine_fields(data: dict[str, Any], instance: Routine | None) -> None
             )
     elif action == ActionKind.SHELL:
         try:
-            check_shell_command(value("command", "") or "")
+            check_shell_routine(value("command", "") or "")
         except DjangoValidationError as exc:
             raise serializers.ValidationError({"command": exc.messages}) from None
     elif not (value("prompt", "") or "").strip():
@@ -98,6 +98,20 @@ def check_routine_fields(data: dict[str, Any], instance: Routine | None) -> None
     if value("deliver_channel") is not None and not (value("deliver_target", "") or "").strip():
         raise serializers.ValidationError(
             {"deliver_target": ["Name the chat id to deliver to on the channel."]}
+        )
+
+
+def check_routine_links(agent: Agent | None, session: Session | None, channel: Channel | None) -> None:
+    """The routine's session and delivery channel belong to its agent (checked also
+    when only the agent changes): a chat with another agent, or another agent's
+    bot, is refused naming the field."""
+    if agent is None:
+        return
+    if session is not None and session.agent_id != agent.pk:
+        raise serializers.ValidationError({"session": ["The session is not a chat with this agent."]})
+    if channel is not None and channel.agent_id != agent.pk:
+        raise serializers.ValidationError(
+            {"deliver_channel": ["The channel is not one of this agent's; deliver through its own."]}
         )
 
 
@@ -170,11 +184,22 @@ class RoutineSerializer(StrictModelSerializer):
         return routine.user.get_username() if routine.user_id and routine.user else None
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if self.instance is not None and self.instance.action == ActionKind.HEARTBEAT and attrs:
+            raise serializers.ValidationError(
+                {
+                    next(iter(attrs)): [
+                        "This is the agent's heartbeat: change it with the agent's heartbeat settings."
+                    ]
+                }
+            )
         check_routine_fields(attrs, self.instance)
-        agent = attrs.get("agent") or (self.instance.agent if self.instance else None)
-        session = attrs.get("session")
-        if session is not None and agent is not None and session.agent_id != agent.pk:
-            raise serializers.ValidationError({"session": ["The session is not a chat with this agent."]})
+
+        def value(name: str) -> Any:
+            if name in attrs:
+                return attrs[name]
+            return getattr(self.instance, name) if self.instance is not None else None
+
+        check_routine_links(value("agent"), value("session"), value("deliver_channel"))
         return attrs
 
 

@@ -16,13 +16,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agents.actions.routines import (
+    ActiveCapReached,
     Trigger,
     do_create_routine,
     do_run_routine_now,
     do_set_routine_status,
     do_update_routine,
 )
-from agents.models import Routine, RoutineRun
+from agents.models import ActionKind, Routine, RoutineRun
 from claw_platform.api.errors import ApiError
 from claw_platform.api.serializers.routines import (
     DELIVERY_FIELDS,
@@ -81,6 +82,8 @@ class RoutineViewSet(
             for name in (*POLICY_FIELDS, *DELIVERY_FIELDS, "action", "command")
             if name in data
         }
+        if data.get("status") == "paused":
+            options["status"] = "paused"  # made paused: it does not count against the cap
         session = data.get("session")
         try:
             routine = do_create_routine(
@@ -94,10 +97,10 @@ class RoutineViewSet(
                 acting_user=self.principal.acting_user,
                 options=options,
             )
+        except ActiveCapReached as exc:
+            raise _refused(exc, "status") from None  # made active: it would count past the cap
         except DjangoValidationError as exc:
             raise _refused(exc) from None
-        if data.get("status") == "paused":
-            routine = do_set_routine_status(routine, "paused", acting_user=self.principal.acting_user)
         serializer.instance = routine
 
     def perform_update(self, serializer: Any) -> None:
@@ -105,18 +108,31 @@ class RoutineViewSet(
         data = dict(serializer.validated_data)
         status = data.pop("status", None)
         routine = serializer.instance
+        # The field a refusal names: the status being set, else the agent an active
+        # routine moves to (the cap on active routines counts it there).
+        field = "status" if status else ("agent" if "agent" in data else "non_field_errors")
         try:
             with transaction.atomic():
+                # Paused first, then moved: a routine paused in the same request does
+                # not count where it moves to.
+                if status is not None and status != "active" and status != routine.status:
+                    routine = do_set_routine_status(routine, status, acting_user=self.principal.acting_user)
                 if data:
                     routine = do_update_routine(routine, data, acting_user=self.principal.acting_user)
-                if status is not None and status != routine.status:
+                if status == "active" and status != routine.status:
                     routine = do_set_routine_status(routine, status, acting_user=self.principal.acting_user)
         except DjangoValidationError as exc:
-            raise _refused(exc, "status" if status else "non_field_errors") from None
+            raise _refused(exc, field) from None
         serializer.instance = routine
 
     def perform_destroy(self, instance: Routine) -> None:
         self._check_can_act()
+        if instance.action == ActionKind.HEARTBEAT:
+            raise ApiError(
+                409,
+                "heartbeat_routine",
+                "This is the agent's heartbeat: turn it off with the agent's heartbeat_enabled.",
+            )
         with transaction.atomic():
             record_audit_event(
                 action="routine.deleted", actor=self.principal.acting_user, obj=instance, diff={}
