@@ -180,3 +180,39 @@ def deliver(routine_run_id: int) -> None:
             connection.close()
 
     threading.Thread(target=work, name="claw-routine-delivery", daemon=True).start()
+
+
+MEMBER_TARGET_REFUSAL = (
+    "a member may send a routine's output only to a chat of their own with this agent: "
+    "one they have written to it from, or their linked account's"
+)
+
+
+def delivery_target_refusal(
+    channel_id: int, target: str, user_id: int | None, role: str | None
+) -> str | None:
+    """Why ``user_id`` (with ``role`` in the tenant; None: the tenant itself, an
+    operator's key) may not have a routine's output sent to chat ``target`` on the
+    channel, or None. Owners and admins may name any chat of the agent's bots; a
+    member only the chats they talk to the agent in (a bot is no way to write to
+    groups or people the member does not reach through it)."""
+    from agents.routines.heartbeat_notice import linked_targets
+    from channels_app.models import ChannelConversation
+    from claw_platform.tenancy.models import Role
+
+    if role is None or role in (Role.OWNER, Role.ADMIN):
+        return None
+    if user_id is None:
+        return MEMBER_TARGET_REFUSAL
+    if ChannelConversation._base_manager.filter(
+        channel_id=channel_id, chat_id=target, session__user_id=user_id
+    ).exists():
+        return None
+    from channels_app.models import Channel
+
+    agent_id = Channel._base_manager.filter(pk=channel_id).values_list("agent_id", flat=True).first()
+    if agent_id is not None and any(
+        t.channel_id == channel_id and t.chat_id == target for t in linked_targets(agent_id, user_id)
+    ):
+        return None
+    return MEMBER_TARGET_REFUSAL

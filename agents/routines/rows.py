@@ -43,7 +43,8 @@ def update_write(model: type[models.Model], rows: Sequence[models.Model], fields
     names: list[str] = [pk.column] + [column.column for column in columns]
     types: list[str] = [pk.db_type(connection)] + [_column_type(column) for column in columns]
     arrays = [[pk.get_db_prep_save(row.pk, connection) for row in rows]] + [
-        [column.get_db_prep_save(getattr(row, column.attname), connection) for row in rows] for column in columns
+        [column.get_db_prep_save(getattr(row, column.attname), connection) for row in rows]
+        for column in columns
     ]
     quote = connection.ops.quote_name
     table = quote(meta.db_table)
@@ -104,7 +105,9 @@ def update_rows(model: type[models.Model], rows: Sequence[models.Model], fields:
         return int(cursor.rowcount)
 
 
-def insert_rows(model: type[models.Model], rows: Sequence[models.Model], *, ignore_conflicts: bool = False) -> int:
+def insert_rows(
+    model: type[models.Model], rows: Sequence[models.Model], *, ignore_conflicts: bool = False
+) -> int:
     """Insert ``rows`` (new instances of ``model``) in one statement, as
     ``bulk_create`` would (defaults, ``auto_now_add``; no signals); returns how many
     rows it inserted; the instances count as saved afterwards. A row whose primary

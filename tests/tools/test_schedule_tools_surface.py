@@ -98,16 +98,18 @@ def test_delivery_to_a_channel_defaults_to_the_users_linked_account_and_a_webhoo
     assert (routine.deliver_channel_id, routine.deliver_target) == (channel.pk, "4242")
     assert routine.webhook_url == "https://hooks.example.com/digest"
     assert routine.next_run_at.astimezone(UTC).hour == 23  # 08:00 in Tokyo
-    explicit = stored(
-        run.call(
-            "schedule_task",
-            prompt="y",
-            interval_seconds=600,
-            deliver_channel=str(channel.pk),
-            deliver_target="-100",
-        )
-    )
-    assert explicit.deliver_target == "-100"
+    # A group the member never wrote from: not theirs to post to through the bot.
+    group = {
+        "prompt": "y",
+        "interval_seconds": 600,
+        "deliver_channel": str(channel.pk),
+        "deliver_target": "-100",
+    }
+    refused = run.call("schedule_task", **group)
+    assert refused.is_error
+    assert refused.content.startswith("deliver_target: a member may send"), refused.content
+    explicit = stored(Run(tenant_a.agent, tenant_a.admin).call("schedule_task", **group))
+    assert explicit.deliver_target == "-100"  # an admin may name any chat of the agent's bots
 
 
 BAD_ARGUMENTS = [

@@ -289,6 +289,14 @@ def _delivery(args: dict[str, Any], context: ToolContext, *, creating: bool) -> 
                     "deliver_target",
                     f"name the chat id on {channel.name!r} (the user has no linked account there).",
                 )
+            if context.user_id is not None:
+                from agents.routines.delivery import delivery_target_refusal
+                from claw_platform.tenancy.lookup import member_role
+
+                role = member_role(context.tenant_id, context.user_id) or ""  # not a member: no bypass
+                refusal = delivery_target_refusal(channel.pk, target, context.user_id, role)
+                if refusal is not None:
+                    raise _refuse("deliver_target", refusal + ".")
             options.update(deliver_channel=channel, deliver_target=target[:200])
     elif args.get("deliver_target"):
         raise _refuse("deliver_target", "give deliver_channel (the channel) too.")

@@ -10,6 +10,7 @@ from rest_framework import serializers
 
 from agents.actions.routines import Trigger, check_routine_trigger
 from agents.models import ActionKind, Agent, Routine, RoutineRun, RoutineStatus, Session, TriggerKind
+from agents.routines.delivery import delivery_target_refusal
 from agents.routines.shell import check_shell_routine
 from channels_app.models import Channel
 from claw_platform.api.serializers.base import StrictModelSerializer
@@ -200,6 +201,16 @@ class RoutineSerializer(StrictModelSerializer):
             return getattr(self.instance, name) if self.instance is not None else None
 
         check_routine_links(value("agent"), value("session"), value("deliver_channel"))
+        channel, target = value("deliver_channel"), (value("deliver_target") or "").strip()
+        if channel is not None and target and {"deliver_channel", "deliver_target"} & set(attrs):
+            view = self.context.get("view")
+            caller = getattr(getattr(view, "principal", None), "caller", None)
+            if caller is not None:
+                refusal = delivery_target_refusal(channel.pk, target, caller.user_id, caller.role)
+                if refusal is not None:
+                    raise serializers.ValidationError(
+                        {"deliver_target": [refusal[0].upper() + refusal[1:] + "."]}
+                    )
         return attrs
 
 
