@@ -17,7 +17,7 @@ from agents.actions.conversation import do_create_session
 from agents.models import Agent, Routine
 from tests.api.conftest import client_for as api_client
 from tests.api.conftest import make_person_key
-from tests.chat_platforms.conftest import make_channel
+from tests.chat_platforms.conftest import link, make_channel
 from tests.platform.test_admin_isolation import client_for
 from tests.routines.test_surface_gaps import admin_form
 
@@ -67,6 +67,7 @@ def test_the_api_keeps_the_session_and_channel_to_the_routines_agent(tenant_a):
     assert Routine._base_manager.get(pk=created.json()["id"]).deliver_channel_id is None
     response = client.patch(url, {"agent": tenant_a.agent.slug}, format="json")
     assert response.status_code == 200, response.content
+    link(theirs, "42", tenant_a.member)  # a member delivers to a chat of their own
     response = client.patch(url, {"deliver_channel": theirs.pk, "deliver_target": "42"}, format="json")
     assert response.status_code == 200, response.content
 
