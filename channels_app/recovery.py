@@ -18,10 +18,13 @@ SKIP LOCKED`` while it is still received
 moves it on; whoever comes second finds it locked or no longer received and does
 nothing.
 
-Where the stored payload cannot give the message back whole (an email: its body and
-its sender proof are not stored; a Slack or Discord button press; a Discord message)
-the update is marked failed and a linked, proven sender is asked to send it again
-(never an unproven mail sender: the From may be someone else's). An update still
+An email is stored with its text, the sender verdict reached when it came (kept as
+it was decided, never checked against DNS again) and where its attachments are (UID,
+UIDVALIDITY, a hash of the mail): they are read again from the mailbox. Where the
+stored payload cannot give the message back whole (a row stored before that; a Slack
+or Discord button press) the update is marked failed and a linked, proven sender is
+asked to send it again (never an unproven mail sender: the From may be someone
+else's). An update still
 received after ``CLAW_INBOUND_GIVE_UP_HOURS`` is marked failed, not answered late.
 """
 
