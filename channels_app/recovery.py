@@ -12,6 +12,9 @@ adapter restores the message from the stored payload
 again when they are wanted, and :func:`~channels_app.receive._dispatch` decides it
 (a reply, ``/link``, a slash command, an approval button behave as the first time).
 
+The parts of a group (a Telegram album) are gathered and dispatched as one message
+here too (:func:`~channels_app.receive.dispatch_group`).
+
 Exactly once: every dispatch, the first and the sweep's, holds the row ``FOR UPDATE
 SKIP LOCKED`` while it is still received
 (:func:`~channels_app.actions.inbound.claim_received`), in the transaction that
@@ -117,6 +120,14 @@ async def recover_update(update_id: int) -> bool:
     if update is None:
         return False  # dispatched meanwhile
     channel = update.channel
+    if update.group_id:
+        # A part of an album: every part still waiting goes as one message.
+        from channels_app.receive import dispatch_group
+
+        gathered = await dispatch_group(channel, update, newest_only=False)
+        if gathered is not None:
+            logger.info("group of update %s on channel %s recovered", update.pk, channel.pk)
+        return gathered is not None
     adapter = adapter_for(channel)
     try:
         message = adapter.restore(update.payload)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -67,7 +67,9 @@ class InboundMessage:
     direct chat; ``addressed`` when a group message mentions or replies to the bot.
     ``approval`` is set for a button press: ``(approval id, approved)``. ``files``:
     its attachments as read; ``refused_files``: why others were not read (over a
-    cap, too many), said back to the sender and to the model."""
+    cap, too many), said back to the sender and to the model. ``group_id``: the
+    platform's id of several messages that are one (a Telegram album), gathered by
+    :meth:`ChannelAdapter.combine` before they are answered."""
 
     platform_id: str
     chat_id: str
@@ -85,6 +87,7 @@ class InboundMessage:
     unverified: str = ""
     files: tuple[InboundFile, ...] = ()
     refused_files: tuple[str, ...] = ()
+    group_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,18 @@ class ChannelAdapter:
         stored form cannot give it back whole (then the sender is asked to resend).
         Never a message with a sender proof the stored form does not carry."""
         return None
+
+    def combine(self, parts: list[InboundMessage]) -> InboundMessage:
+        """One message of the parts of a group (in the order they came): the first's
+        conversation, every part's words, addressed when any part is."""
+        first = parts[0]
+        text = "\n\n".join(p.text.strip() for p in parts if p.text.strip())
+        return replace(
+            first,
+            text=text,
+            addressed=any(p.addressed for p in parts),
+            raw={**first.raw, "group": [dict(p.raw) for p in parts]},
+        )
 
     def offers_files(self, message: InboundMessage) -> bool:
         """Whether the message carries files still to be read (by :meth:`fetch_files`

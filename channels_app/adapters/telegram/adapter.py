@@ -4,7 +4,9 @@ Inbound: webhook updates carrying ``X-Telegram-Bot-Api-Secret-Token`` (the chann
 signing secret, compared in constant time), or long polling (``getUpdates``) from a
 worker (``channels_app.polling``) so an install behind NAT needs no public URL. The
 update id de-duplicates. Groups are answered only when the bot is @mentioned or
-replied to. Approvals: an inline keyboard whose callback data is
+replied to. An album (several updates with one ``media_group_id``) is one message:
+its parts are stored as they come and gathered once none has come for
+``CLAW_INBOUND_GROUP_SETTLE_MS`` (``channels_app.receive``). Approvals: an inline keyboard whose callback data is
 ``appr:<approval id>:y|n``, or a reply.
 """
 
@@ -97,6 +99,7 @@ class TelegramAdapter(ChannelAdapter):
             is_private=private,
             addressed=private or addressed,
             raw=update,
+            group_id=str(message.get("media_group_id") or "")[:200],
         )
 
     def _addressed(self, message: dict[str, Any], text: str) -> tuple[bool, str]:
@@ -139,7 +142,7 @@ class TelegramAdapter(ChannelAdapter):
         return self.parse_update(dict(raw))
 
     def offers_files(self, message: InboundMessage) -> bool:
-        return bool(message_files(message.raw.get("message") or {}))
+        return any(message_files(m) for m in _messages(message))
 
     async def fetch_files(self, message: InboundMessage) -> InboundMessage:
         """The message with its photo (the largest size within the image cap) and
@@ -149,7 +152,8 @@ class TelegramAdapter(ChannelAdapter):
         async with httpx.AsyncClient(timeout=30.0) as client:
             items = [
                 PlatformFile(name, self._file_reader(client, file_id), size, media_type)
-                for name, file_id, size, media_type in message_files(message.raw.get("message") or {})
+                for part in _messages(message)
+                for name, file_id, size, media_type in message_files(part)
             ]
             files, refused = await read_platform_files(items)
         return replace(message, files=tuple(files), refused_files=tuple(refused))
@@ -270,6 +274,12 @@ class TelegramAdapter(ChannelAdapter):
             wait_seconds=poll_seconds + 10,
         )
         return [u for u in (result or []) if isinstance(u, dict)]
+
+
+def _messages(message: InboundMessage) -> list[dict[str, Any]]:
+    """The Bot API messages an inbound message is made of: one, or an album's parts."""
+    updates = message.raw.get("group") or [message.raw]
+    return [u["message"] for u in updates if isinstance(u, dict) and isinstance(u.get("message"), dict)]
 
 
 def message_files(message: dict[str, Any]) -> list[tuple[str, str, int | None, str]]:
