@@ -11,6 +11,7 @@ yes, after ``retry_after``; a 4xx: no).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -297,6 +298,34 @@ def parsed_or_skipped(parse: Callable[[], T], what: str, default: T) -> T:
             "%s: an update not in the platform's format was skipped (%s)", what, type(exc).__name__
         )
         return default
+
+
+_LABEL_UNSAFE = re.compile(r"[\x00-\x1f\x7f\[\]]+")
+
+
+def duration_text(seconds: float) -> str:
+    """``0:07``, ``3:25``, ``1:02:03``."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def media_label(kind: str, seconds: Any = None, detail: Any = "") -> str:
+    """What a message carried that its words do not say, for the model and the
+    stored text: ``[voice note, 0:07]``, ``[sticker: 👍]``, ``[audio: Artist - Title, 3:25]``."""
+    shown = _LABEL_UNSAFE.sub(" ", str(detail or "")).strip()[:60]
+    parts = [f"{kind}: {shown}" if shown else kind]
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < 10**7:
+        parts.append(duration_text(seconds))
+    return "[" + ", ".join(parts) + "]"
+
+
+def labelled(label: str, text: str) -> str:
+    """``text`` after the label of what came with it (either may be empty)."""
+    if not label:
+        return text
+    return f"{label}\n{text}" if text.strip() else label
 
 
 def approval_text(prompt: ApprovalPrompt) -> str:

@@ -32,6 +32,8 @@ from channels_app.adapters.base import (
     VerificationFailed,
     approval_text,
     header,
+    labelled,
+    media_label,
 )
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -84,10 +86,11 @@ class TelegramAdapter(ChannelAdapter):
         sender = message.get("from") or {}
         if not isinstance(text, str) or not chat.get("id") or not sender.get("id"):
             return None
-        if not text.strip() and not message_files(message):
+        if not text.strip() and not message_files(message) and not message_label(message):
             return None
         private = chat.get("type") == "private"
         addressed, text = self._addressed(message, text)
+        text = labelled(message_label(message), text)
         thread = str(message["message_thread_id"]) if message.get("is_topic_message") else ""
         return InboundMessage(
             platform_id=update_id,
@@ -282,11 +285,58 @@ def _messages(message: InboundMessage) -> list[dict[str, Any]]:
     return [u["message"] for u in updates if isinstance(u, dict) and isinstance(u.get("message"), dict)]
 
 
+# Media a message may carry besides a photo or a document: (field, the name a file
+# without one gets, its type when none is said, what the label calls it).
+MEDIA_FIELDS = (
+    ("voice", "voice-note.ogg", "audio/ogg", "voice note"),
+    ("audio", "audio.mp3", "audio/mpeg", "audio"),
+    ("video", "video.mp4", "video/mp4", "video"),
+    ("video_note", "video-message.mp4", "video/mp4", "video message"),
+    ("animation", "animation.mp4", "video/mp4", "animation"),
+)
+
+
+def _media(message: dict[str, Any], field: str) -> dict[str, Any] | None:
+    found = message.get(field)
+    return found if isinstance(found, dict) and isinstance(found.get("file_id"), str) else None
+
+
+def message_label(message: dict[str, Any]) -> str:
+    """What the message carried besides words, for the model: ``[voice note, 0:07]``,
+    ``[audio: Artist - Title, 3:25]``, ``[sticker: 👍]`` (a sticker is its emoji:
+    no file is read)."""
+    sticker = message.get("sticker")
+    if isinstance(sticker, dict):
+        return media_label("sticker", detail=sticker.get("emoji") or "")
+    for field, _name, _type, kind in MEDIA_FIELDS:
+        media = _media(message, field)
+        if media is not None:
+            detail = ""
+            if field == "audio":
+                detail = " - ".join(str(media[k]) for k in ("performer", "title") if media.get(k))
+            return media_label(kind, media.get("duration"), detail)
+    return ""
+
+
 def message_files(message: dict[str, Any]) -> list[tuple[str, str, int | None, str]]:
     """A message's files as ``(name, file_id, declared size, type)``: of ``photo`` (the
     sizes of one picture) the largest whose ``file_size`` is within the image cap
-    (none: the smallest, to be refused by its size); ``document`` as sent."""
+    (none: the smallest, to be refused by its size); a voice note, audio, video,
+    video message or animation; ``document`` as sent (not again for an animation,
+    which Telegram also sends as its document)."""
     found: list[tuple[str, str, int | None, str]] = []
+    for field, default_name, default_type, _kind in MEDIA_FIELDS:
+        media = _media(message, field)
+        if media is not None:
+            size = media.get("file_size")
+            found.append(
+                (
+                    str(media.get("file_name") or default_name),
+                    media["file_id"],
+                    size if isinstance(size, int) else None,
+                    str(media.get("mime_type") or default_type),
+                )
+            )
     sizes = [
         p for p in message.get("photo") or [] if isinstance(p, dict) and isinstance(p.get("file_id"), str)
     ]
@@ -303,6 +353,8 @@ def message_files(message: dict[str, Any]) -> list[tuple[str, str, int | None, s
         photo = max(fitting, key=area) if fitting else min(sizes, key=lambda p: declared(p) or 0)
         found.append(("photo.jpg", photo["file_id"], declared(photo), "image/jpeg"))
     document = message.get("document")
+    if _media(message, "animation") is not None:
+        document = None
     if isinstance(document, dict) and isinstance(document.get("file_id"), str):
         size = document.get("file_size")
         found.append(

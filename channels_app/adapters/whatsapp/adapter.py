@@ -32,11 +32,26 @@ from channels_app.adapters.base import (
     VerificationFailed,
     approval_text,
     header,
+    labelled,
+    media_label,
 )
 
 MAX_MESSAGE_CHARS = 4096
-MEDIA_TYPES = frozenset({"image", "document"})
+# Each media message is its own (the Cloud API has no album id: several photos sent
+# together come as separate messages, each answered).
+MEDIA_TYPES = frozenset({"image", "document", "audio", "video", "sticker"})
 MEDIA_ORIGIN = "https://lookaside.fbsbx.com"  # where a media object's url points
+
+
+def _label(kind: str, media: dict[str, Any]) -> str:
+    """What a media message was, for the model (the Cloud API gives no duration):
+    ``[voice note]`` (an audio recorded in the chat), ``[audio]``, ``[video]``,
+    ``[sticker]`` (an image, read as one)."""
+    if kind == "audio":
+        return media_label("voice note" if media.get("voice") else "audio")
+    if kind == "sticker":
+        return media_label("animated sticker" if media.get("animated") else "sticker")
+    return media_label(kind) if kind == "video" else ""
 
 
 class WhatsAppError(AdapterError):
@@ -109,8 +124,9 @@ class WhatsAppAdapter(ChannelAdapter):
             if not isinstance(media, dict) or not isinstance(media.get("id"), str):
                 return None
             text, has_file = str(media.get("caption") or ""), True  # a file alone is answered too
+            text = labelled(_label(str(message["type"]), media), text)
         else:
-            return None  # audio, locations, reactions: not answered
+            return None  # locations, reactions: not answered
         if not text.strip() and not has_file:
             return None
         return InboundMessage(
