@@ -54,6 +54,7 @@ UNLINKED_NOTICE = (
     "chat's Connected accounts page, choose “Link a chat account”, and send the code here "
     "in a private chat as /link CODE."
 )
+UNSUPPORTED_NOTICE = "Sorry, I cannot take {what} here. Send words, pictures, files or a voice note instead."
 REPLY_COMMANDS = {"/approve": "approve", "/yes": "yes", "/deny": "deny", "/no": "no"}
 
 
@@ -231,6 +232,9 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
         if not message.addressed:
             _finish(update, InboundStatus.IGNORED, "group message not addressed to the bot")
             return Dispatched(update, target)
+        if message.unsupported:
+            _finish(update, InboundStatus.REFUSED, f"not supported: {message.unsupported}")
+            return Dispatched(update, target, notice=UNSUPPORTED_NOTICE.format(what=message.unsupported))
         session = conversation_session(channel, message, user)
         text = message.text.strip()
         text = REPLY_COMMANDS.get(text.lower(), text)

@@ -89,6 +89,9 @@ class InboundMessage:
     files: tuple[InboundFile, ...] = ()
     refused_files: tuple[str, ...] = ()
     group_id: str = ""
+    # What came that the agent cannot take (``a location``, ``a poll``): the sender is
+    # told so and nothing runs — never silence.
+    unsupported: str = ""
 
 
 @dataclass(frozen=True)

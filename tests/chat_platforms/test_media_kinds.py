@@ -236,3 +236,28 @@ def test_a_slack_voice_clip_says_what_it_was(caps, slack, fake_slack, fake_llm, 
     fake_slack.wait_for(lambda f: "Clip received." in slack_texts(f))
     assert said(fake_llm).startswith("[voice note, 0:05]")
     assert "uploads/audio_message.m4a" in said(fake_llm)
+
+
+# ------------------------------------------------------------------ what cannot be taken
+
+
+def test_a_kind_the_agent_cannot_take_is_answered_with_a_clear_reply(
+    telegram, fake_telegram, whatsapp, fake_whatsapp, fake_llm, inline_runs
+):
+    post(telegram, update("", location={"latitude": 52.52, "longitude": 13.405}))
+    fake_telegram.wait_for(lambda f: any("cannot take a location" in t for t in final_texts(f)))
+    stored = InboundUpdate.objects.unscoped().get(channel=telegram)
+    assert (stored.status, stored.detail) == (InboundStatus.REFUSED, "not supported: a location")
+
+    poll = {"from": "4915550001", "id": "wamid.poll1", "timestamp": "1700000000", "type": "unsupported"}
+    wa_post(whatsapp, notification(poll))
+    fake_whatsapp.wait_for(lambda f: any("cannot take this kind of message" in b for b in bodies(f)))
+
+    # In a group, one not addressed to the bot stays unanswered, as any message does;
+    # a service message (someone joined) is nothing to answer.
+    post(telegram, update("", group=True, location={"latitude": 1.0, "longitude": 2.0}))
+    post(telegram, update("", group=True, new_chat_members=[{"id": 7, "is_bot": False, "first_name": "Bo"}]))
+    group = InboundUpdate.objects.unscoped().filter(channel=telegram, chat_id="-100")
+    assert [u.status for u in group] == [InboundStatus.IGNORED]
+    assert len([t for t in final_texts(fake_telegram) if "cannot take" in t]) == 1
+    assert not fake_llm.requests

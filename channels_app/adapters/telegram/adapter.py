@@ -86,8 +86,11 @@ class TelegramAdapter(ChannelAdapter):
         sender = message.get("from") or {}
         if not isinstance(text, str) or not chat.get("id") or not sender.get("id"):
             return None
+        unsupported = ""
         if not text.strip() and not message_files(message) and not message_label(message):
-            return None
+            unsupported = next((what for field, what in UNSUPPORTED_FIELDS if message.get(field)), "")
+            if not unsupported:
+                return None  # service messages (joins, pins …): nothing to answer
         private = chat.get("type") == "private"
         addressed, text = self._addressed(message, text)
         text = labelled(message_label(message), text)
@@ -103,6 +106,7 @@ class TelegramAdapter(ChannelAdapter):
             addressed=private or addressed,
             raw=update,
             group_id=str(message.get("media_group_id") or "")[:200],
+            unsupported=unsupported,
         )
 
     def _addressed(self, message: dict[str, Any], text: str) -> tuple[bool, str]:
@@ -293,6 +297,18 @@ MEDIA_FIELDS = (
     ("video", "video.mp4", "video/mp4", "video"),
     ("video_note", "video-message.mp4", "video/mp4", "video message"),
     ("animation", "animation.mp4", "video/mp4", "animation"),
+)
+
+
+# What a user may send that the agent cannot take: told so, never left unanswered.
+UNSUPPORTED_FIELDS = (
+    ("location", "a location"),
+    ("venue", "a place"),
+    ("contact", "a contact"),
+    ("poll", "a poll"),
+    ("dice", "a dice roll"),
+    ("game", "a game"),
+    ("story", "a story"),
 )
 
 

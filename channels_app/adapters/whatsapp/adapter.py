@@ -40,6 +40,9 @@ MAX_MESSAGE_CHARS = 4096
 # Each media message is its own (the Cloud API has no album id: several photos sent
 # together come as separate messages, each answered).
 MEDIA_TYPES = frozenset({"image", "document", "audio", "video", "sticker"})
+# What a user may send that the agent cannot take: told so, never left unanswered
+# ("unsupported": a kind the Cloud API does not deliver, e.g. a poll or view-once media).
+UNSUPPORTED_TYPES = {"location": "a location", "contacts": "a contact", "unsupported": "this kind of message"}
 MEDIA_ORIGIN = "https://lookaside.fbsbx.com"  # where a media object's url points
 
 
@@ -110,6 +113,7 @@ class WhatsAppAdapter(ChannelAdapter):
             return None
         approval = None
         has_file = False
+        unsupported = ""
         if message.get("type") == "text":
             text = str((message.get("text") or {}).get("body") or "")
         elif message.get("type") == "interactive":
@@ -125,9 +129,11 @@ class WhatsAppAdapter(ChannelAdapter):
                 return None
             text, has_file = str(media.get("caption") or ""), True  # a file alone is answered too
             text = labelled(_label(str(message["type"]), media), text)
+        elif message.get("type") in UNSUPPORTED_TYPES:
+            text, unsupported = "", UNSUPPORTED_TYPES[str(message["type"])]
         else:
-            return None  # locations, reactions: not answered
-        if not text.strip() and not has_file:
+            return None  # reactions, system notices: nothing to answer
+        if not text.strip() and not has_file and not unsupported:
             return None
         return InboundMessage(
             platform_id=message_id[:200],
@@ -138,6 +144,7 @@ class WhatsAppAdapter(ChannelAdapter):
             addressed=True,
             approval=approval,
             raw=message,
+            unsupported=unsupported,
         )
 
     def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
