@@ -84,6 +84,24 @@ def test_an_album_is_answered_once_with_every_photo_and_its_caption(
     assert len(fake_telegram.calls_of("sendMessage")) == 1
 
 
+def test_an_album_over_the_per_message_cap_names_the_photos_left_out(
+    caps, settle, telegram, fake_telegram, fake_llm, inline_runs
+):
+    caps.CLAW_CHAT_ATTACHMENTS_PER_MESSAGE = 2
+    fake_llm.script(FakeTurn(text="Two of three."))
+    for body in album(fake_telegram, 3, "all three"):
+        post(telegram, body)
+    fake_telegram.wait_for(lambda f: "Two of three." in final_texts(f))
+    assert images(fake_llm) == 2
+    notice = next(t for t in final_texts(fake_telegram) if t.startswith("Not attached"))
+    assert notice == "Not attached: At most 2 attachments go with one message; not attached: photo-3.jpg."
+    assert "not attached: photo-3.jpg" in words(fake_llm)
+    assert sorted(a.name for a in Attachment.objects.unscoped().filter(session__channel="telegram")) == [
+        "photo-1.jpg",
+        "photo-2.jpg",
+    ]
+
+
 def test_in_a_group_an_album_mentioning_the_bot_once_is_answered_once(
     caps, settle, telegram, fake_telegram, fake_llm, inline_runs
 ):

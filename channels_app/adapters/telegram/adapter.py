@@ -157,9 +157,12 @@ class TelegramAdapter(ChannelAdapter):
         from channels_app.attachments import PlatformFile, read_platform_files
 
         async with httpx.AsyncClient(timeout=30.0) as client:
+            parts = _messages(message)
             items = [
-                PlatformFile(name, self._file_reader(client, file_id), size, media_type)
-                for part in _messages(message)
+                PlatformFile(
+                    _numbered(name, n, len(parts)), self._file_reader(client, file_id), size, media_type
+                )
+                for n, part in enumerate(parts, start=1)
                 for name, file_id, size, media_type in message_files(part)
             ]
             files, refused = await read_platform_files(items)
@@ -281,6 +284,14 @@ class TelegramAdapter(ChannelAdapter):
             wait_seconds=poll_seconds + 10,
         )
         return [u for u in (result or []) if isinstance(u, dict)]
+
+
+def _numbered(name: str, n: int, count: int) -> str:
+    """An album's ``photo.jpg`` as ``photo-2.jpg``: its files told apart by place."""
+    if count < 2:
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    return f"{stem}-{n}.{suffix}" if dot and stem else f"{name}-{n}"
 
 
 def _messages(message: InboundMessage) -> list[dict[str, Any]]:
