@@ -180,8 +180,8 @@ def test_a_whatsapp_voice_note_video_and_sticker_are_taken(
     )
     fake_whatsapp.wait_for(lambda f: "Heard you." in bodies(f))
     assert said(fake_llm).startswith("[voice note]")
-    assert "uploads/audio.oga" in said(fake_llm)
-    assert (uploads(live_agent) / "audio.oga").read_bytes() == OGG
+    assert "uploads/voice-note.oga" in said(fake_llm)
+    assert (uploads(live_agent) / "voice-note.oga").read_bytes() == OGG
 
     video = fake_whatsapp.host_media(MP4, "video/mp4")
     wa_post(whatsapp, notification(media_message("video", video, mime_type="video/mp4", caption="see")))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from typing import Any
 
 import pytest
@@ -118,6 +119,30 @@ def test_in_a_group_an_album_mentioning_the_bot_once_is_answered_once(
     fake_telegram.wait_for(lambda f: "And a question." in final_texts(f))
     assert len(fake_llm.requests) == 2
     assert Run.objects.unscoped().filter(session__channel="telegram").count() == 2
+
+
+def test_a_polled_album_is_one_message(caps, settle, live_agent, fake_telegram, fake_llm, inline_runs):
+    from channels_app.polling import run_pollers
+    from tests.chat_platforms.conftest import link, make_channel
+
+    channel = make_channel(live_agent, "telegram", bot_token="123:telegram-token", receive_mode="polling")
+    link(channel, "42", live_agent.member)
+    fake_llm.script(FakeTurn(text="Polled album."))
+    parts = album(fake_telegram, 3, "by polling")
+    fake_telegram.updates.extend(parts)  # one getUpdates batch
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=lambda: asyncio.run(run_pollers(stop, "worker-1", scan_seconds=0.2)), daemon=True
+    )
+    thread.start()
+    try:
+        fake_telegram.wait_for(lambda f: "Polled album." in final_texts(f))
+    finally:
+        stop.set()
+        thread.join(timeout=40)
+    assert len(fake_llm.requests) == 1
+    assert images(fake_llm) == 3
+    assert {r.status for r in rows(*parts)} == {InboundStatus.ANSWERED}
 
 
 def test_a_crashed_album_is_gathered_by_the_sweep_once(caps, telegram, fake_telegram, fake_llm, inline_runs):

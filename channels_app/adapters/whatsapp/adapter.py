@@ -162,7 +162,8 @@ class WhatsAppAdapter(ChannelAdapter):
         kind = str(message.raw.get("type"))
         media = message.raw.get(kind) or {}
         mime_type = str(media.get("mime_type") or "").split(";")[0].strip()
-        name = str(media.get("filename") or "") or kind + (mimetypes.guess_extension(mime_type) or "")
+        stem = "voice-note" if kind == "audio" and media.get("voice") else kind
+        name = str(media.get("filename") or "") or stem + (mimetypes.guess_extension(mime_type) or "")
         async with httpx.AsyncClient(timeout=30.0) as client:
             item = PlatformFile(name, self._media_reader(client, str(media["id"])), None, mime_type)
             files, refused = await read_platform_files([item])
