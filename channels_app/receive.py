@@ -142,6 +142,21 @@ def _waiting_parts(channel: Channel, update: InboundUpdate) -> list[InboundUpdat
         )
 
 
+def _restored(channel: Channel, part: InboundUpdate) -> InboundMessage | None:
+    try:
+        return adapter_for(channel).restore(part.payload)
+    except Exception:  # a stored payload the adapter no longer reads
+        logger.exception("update %s on channel %s could not be restored", part.pk, channel.pk)
+        return None
+
+
+def _fail_parts(channel: Channel, parts: list[InboundUpdate]) -> None:
+    with tenant_context(channel.tenant_id):
+        InboundUpdate.objects.unscoped().filter(
+            pk__in=[p.pk for p in parts], status=InboundStatus.RECEIVED
+        ).update(status=InboundStatus.FAILED, detail="could not be restored")
+
+
 def _files_wanted_in_tenant(channel: Channel, message: InboundMessage) -> bool:
     with tenant_context(channel.tenant_id):
         return files_wanted(channel, message)
@@ -157,9 +172,10 @@ async def dispatch_group(channel: Channel, update: InboundUpdate, *, newest_only
     if newest_only and parts[-1].pk != update.pk:
         return None  # a newer part came: its own wait gathers the group
     adapter = adapter_for(channel)
-    messages = [m for m in (adapter.restore(p.payload) for p in parts) if m is not None]
+    messages = [m for m in (_restored(channel, p) for p in parts) if m is not None]
     if not messages:
         logger.warning("group %s on channel %s could not be restored", update.group_id[:40], channel.pk)
+        await db_async(_fail_parts)(channel, parts)
         return None
     message = adapter.combine(messages) if len(messages) > 1 else messages[0]
     if adapter.offers_files(message) and await db_async(_files_wanted_in_tenant)(channel, message):

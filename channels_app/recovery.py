@@ -27,8 +27,8 @@ UIDVALIDITY, a hash of the mail): they are read again from the mailbox. Where th
 stored payload cannot give the message back whole (a row stored before that; a Slack
 or Discord button press) the update is marked failed and a linked, proven sender is
 asked to send it again (never an unproven mail sender: the From may be someone
-else's). An update still
-received after ``CLAW_INBOUND_GIVE_UP_HOURS`` is marked failed, not answered late.
+else's). An update still received after ``CLAW_INBOUND_GIVE_UP_HOURS`` is marked
+failed, not answered late.
 """
 
 from __future__ import annotations

@@ -189,3 +189,30 @@ def test_parts_combine_into_one_message_in_the_order_they_came(telegram):
     combined = adapter.combine([first, second])
     assert (combined.platform_id, combined.text, combined.addressed) == ("1", "look", True)
     assert [p["update_id"] for p in combined.raw["group"]] == [1, 2]
+
+
+def test_an_album_whose_stored_parts_cannot_be_read_is_marked_failed_once(
+    telegram, fake_telegram, fake_llm, inline_runs
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    broken = [
+        InboundUpdate.objects.unscoped().create(
+            tenant_id=telegram.tenant_id,
+            channel=telegram,
+            platform_id=str(900 + n),
+            chat_id="42",
+            sender_id="42",
+            group_id="lost-album",
+            payload={"update_id": 900 + n},  # the message itself is missing
+        )
+        for n in range(2)
+    ]
+    InboundUpdate.objects.unscoped().update(received_at=timezone.now() - timedelta(minutes=5))
+    assert sweep() == 0
+    assert sweep() == 0
+    found = InboundUpdate.objects.unscoped().filter(pk__in=[b.pk for b in broken])
+    assert {(u.status, u.detail) for u in found} == {(InboundStatus.FAILED, "could not be restored")}
+    assert not fake_llm.requests
