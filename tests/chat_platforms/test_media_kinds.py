@@ -222,6 +222,11 @@ def test_a_discord_voice_message_and_a_sticker_say_what_they_were(
     fake_discord.wait_for(lambda f: "Waving back." in discord_texts(f))
     assert said(fake_llm) == "[sticker: Wave]"
 
+    poll = {"question": {"text": "Lunch?"}, "answers": [{"answer_id": 1, "poll_media": {"text": "yes"}}]}
+    fake_discord.push_message(discord_message("", poll=poll))
+    fake_discord.wait_for(lambda f: any("cannot take a poll" in t for t in discord_texts(f)))
+    assert len(fake_llm.requests) == 2
+
 
 # ------------------------------------------------------------------ Slack
 
@@ -229,12 +234,16 @@ def test_a_discord_voice_message_and_a_sticker_say_what_they_were(
 def test_a_slack_voice_clip_says_what_it_was(caps, slack, fake_slack, fake_llm, inline_runs, live_agent):
     fake_llm.script(FakeTurn(text="Clip received."))
     clip = fake_slack.host_file("audio_message.m4a", MP4, mimetype="audio/mp4")
-    clip.update(subtype="slack_audio", duration_ms=5200)
+    clip.update(
+        subtype="slack_audio",
+        duration_ms=5200,
+        transcription={"status": "complete", "preview": {"content": "call me back", "has_more": False}},
+    )
     body = slack_event("")
     body["event"].update(subtype="file_share", files=[clip], upload=True)
     assert post_json(slack, body).status_code == 200
     fake_slack.wait_for(lambda f: "Clip received." in slack_texts(f))
-    assert said(fake_llm).startswith("[voice note, 0:05]")
+    assert said(fake_llm).startswith("[voice note, 0:05] (Slack's transcript: call me back)")
     assert "uploads/audio_message.m4a" in said(fake_llm)
 
 

@@ -190,8 +190,11 @@ class DiscordAdapter(ChannelAdapter):
         if not isinstance(content, str) or message.get("type", 0) not in (0, 19):
             return None  # joins, pins, the bot's own and other bots' messages
         stickers = sticker_names(message.get("sticker_items"))
+        unsupported = ""
         if not content.strip() and not files and not stickers:
-            return None
+            if not message.get("poll"):
+                return None
+            unsupported = "a poll"  # told so, never left unanswered
         bot = self.channel.bot_username.strip()
         private = not message.get("guild_id")
         mentioned = bool(bot) and any(
@@ -213,6 +216,7 @@ class DiscordAdapter(ChannelAdapter):
             text=text,
             is_private=private,
             addressed=private or mentioned or replied,
+            unsupported=unsupported,
             raw={
                 "id": message["id"],
                 "channel_id": message["channel_id"],
@@ -225,6 +229,7 @@ class DiscordAdapter(ChannelAdapter):
                     "content": content,
                     "flags": message.get("flags") if isinstance(message.get("flags"), int) else 0,
                     "sticker_items": [{"name": name} for name in stickers],
+                    "poll": bool(message.get("poll")),
                     "author": {k: author.get(k) for k in ("id", "bot", "global_name", "username")},
                     "mentions": [
                         {"id": m.get("id")} for m in message.get("mentions") or [] if isinstance(m, dict)

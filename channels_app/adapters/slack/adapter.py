@@ -63,7 +63,7 @@ CLIP_KINDS = {"slack_audio": "voice note", "slack_video": "video clip"}
 
 def clip_labels(files: list[dict[str, Any]]) -> str:
     """``[voice note, 0:07]`` for each clip among a message's files (its file is read
-    like any other)."""
+    like any other), with the transcript Slack made of it when it has one."""
     labels = []
     for item in files:
         kind = CLIP_KINDS.get(str(item.get("subtype") or ""))
@@ -72,8 +72,23 @@ def clip_labels(files: list[dict[str, Any]]) -> str:
             seconds = (
                 duration / 1000 if isinstance(duration, int) and not isinstance(duration, bool) else None
             )
-            labels.append(media_label(kind, seconds))
-    return " ".join(labels)
+            labels.append(media_label(kind, seconds) + _transcript(item))
+    return "\n".join(labels)
+
+
+def _transcript(item: dict[str, Any]) -> str:
+    """`` (Slack's transcript: …)`` of a clip Slack transcribed, else ""."""
+    transcription = item.get("transcription")
+    if not isinstance(transcription, dict) or transcription.get("status") != "complete":
+        return ""
+    preview = transcription.get("preview")
+    if not isinstance(preview, dict) or not isinstance(preview.get("content"), str):
+        return ""
+    content = " ".join(preview["content"].split())[:2000]
+    if not content:
+        return ""
+    more = " …" if preview.get("has_more") else ""
+    return f" (Slack's transcript: {content}{more})"
 
 
 class SlackError(AdapterError):
