@@ -123,6 +123,7 @@ class InboundUpdateAdmin(MemberRuleMixin, TenantScopedAdmin):
         "platform_id",
         "chat_id",
         "sender_id",
+        "group_id",
         "text",
         "payload",
         "status",

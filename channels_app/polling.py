@@ -115,14 +115,15 @@ def _store_mails(
     adapter = adapter_for(channel)
     assert isinstance(adapter, EmailAdapter)
     with tenant_context(channel.tenant_id):
-        messages = [
-            sender_trust.apply(m, verdicts[uid])
-            for uid, m in (
-                (uid, parsed_or_skipped(lambda uid=uid, raw=raw: adapter.parse_mail(uid, raw), "email", None))  # type: ignore[misc]
-                for uid, raw in mails
-            )
-            if m is not None
-        ]
+        messages = []
+        for uid, raw in mails:
+
+            def parse(uid: int = uid, raw: bytes = raw) -> InboundMessage | None:
+                return adapter.parse_mail(uid, raw, uidvalidity)
+
+            message = parsed_or_skipped(parse, "email", None)
+            if message is not None:
+                messages.append(sender_trust.apply(message, verdicts[uid]))
         receive_messages(channel, messages)
     _advance_mailbox(channel, max(uid for uid, _raw in mails), uidvalidity)
 

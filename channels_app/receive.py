@@ -1,13 +1,25 @@
 """Stored, dispatched, delivered: what happens to verified inbound messages, from a
-webhook request or a long-polling worker alike."""
+webhook request or a long-polling worker alike.
+
+A message that is one part of several (``group_id``: a Telegram album, whose photos
+come as separate updates) is stored like any other, then waits
+``CLAW_INBOUND_GROUP_SETTLE_MS``: the wait of the newest part gathers every part
+still waiting into one message (:meth:`~channels_app.adapters.base.ChannelAdapter.combine`:
+one run, every file, the caption) and dispatches it holding all their rows, so a
+wait that lost the race, or the recovery sweep after a crash, finds nothing left to
+answer. A part that comes after its group was gathered is answered on its own.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from dataclasses import replace
 
-from channels_app.actions.inbound import Dispatched, dispatch_update, record_update
+from django.conf import settings
+
+from channels_app.actions.inbound import Dispatched, dispatch_group_update, dispatch_update, record_update
 from channels_app.adapters import adapter_for
 from channels_app.adapters.base import AdapterError, InboundMessage
 from channels_app.delivery import answer_command, deliver_run, deliver_text, start_delivery
@@ -27,6 +39,10 @@ def receive_messages(channel: Channel, messages: list[InboundMessage]) -> list[D
         if update is None:
             logger.info("duplicate update %s on channel %s ignored", message.platform_id, channel.pk)
             continue
+        if message.group_id:
+            # One part of several: gathered with the others once they stopped coming.
+            start_delivery(dispatch_group_when_settled(channel, update))
+            continue
         if adapter.offers_files(message) and files_wanted(channel, message):
             # Stored; its files are read, and it is dispatched, after the platform is answered.
             start_delivery(dispatch_with_files(channel, update, message))
@@ -37,12 +53,24 @@ def receive_messages(channel: Channel, messages: list[InboundMessage]) -> list[D
     return done
 
 
-def _dispatch(channel: Channel, update: InboundUpdate, message: InboundMessage) -> Dispatched | None:
+def _dispatch(
+    channel: Channel,
+    update: InboundUpdate,
+    message: InboundMessage,
+    *,
+    parts: list[InboundUpdate] | None = None,
+) -> Dispatched | None:
+    """Dispatch the stored update (``parts``: every stored part of a group, ``update``
+    the first) and start what follows."""
     try:
-        dispatched = dispatch_update(channel, update, message)
+        if parts:
+            dispatched = dispatch_group_update(channel, parts, message)
+        else:
+            dispatched = dispatch_update(channel, update, message)
     except Exception:
         logger.exception("update %s on channel %s could not be dispatched", update.pk, channel.pk)
-        InboundUpdate.objects.unscoped().filter(pk=update.pk, status=InboundStatus.RECEIVED).update(
+        ids = [p.pk for p in parts] if parts else [update.pk]
+        InboundUpdate.objects.unscoped().filter(pk__in=ids, status=InboundStatus.RECEIVED).update(
             status=InboundStatus.FAILED, detail="could not be dispatched"
         )
         return None
@@ -88,6 +116,74 @@ async def dispatch_in_tenant(
     def dispatch() -> Dispatched | None:
         with tenant_context(channel.tenant_id):
             return _dispatch(channel, update, message)
+
+    return await db_async(dispatch)()
+
+
+async def dispatch_group_when_settled(channel: Channel, update: InboundUpdate) -> Dispatched | None:
+    """After the settle window, the group of ``update`` dispatched as one message when
+    ``update`` is its newest part still waiting (an older part's wait leaves it to the
+    newer one's)."""
+    await asyncio.sleep(int(settings.CLAW_INBOUND_GROUP_SETTLE_MS) / 1000)
+    return await dispatch_group(channel, update, newest_only=True)
+
+
+def _waiting_parts(channel: Channel, update: InboundUpdate) -> list[InboundUpdate]:
+    with tenant_context(channel.tenant_id):
+        return list(
+            InboundUpdate.objects.unscoped()
+            .filter(
+                channel_id=channel.pk,
+                chat_id=update.chat_id,
+                group_id=update.group_id,
+                status=InboundStatus.RECEIVED,
+            )
+            .order_by("pk")
+        )
+
+
+def _restored(channel: Channel, part: InboundUpdate) -> InboundMessage | None:
+    try:
+        return adapter_for(channel).restore(part.payload)
+    except Exception:  # a stored payload the adapter no longer reads
+        logger.exception("update %s on channel %s could not be restored", part.pk, channel.pk)
+        return None
+
+
+def _fail_parts(channel: Channel, parts: list[InboundUpdate]) -> None:
+    with tenant_context(channel.tenant_id):
+        InboundUpdate.objects.unscoped().filter(
+            pk__in=[p.pk for p in parts], status=InboundStatus.RECEIVED
+        ).update(status=InboundStatus.FAILED, detail="could not be restored")
+
+
+def _files_wanted_in_tenant(channel: Channel, message: InboundMessage) -> bool:
+    with tenant_context(channel.tenant_id):
+        return files_wanted(channel, message)
+
+
+async def dispatch_group(channel: Channel, update: InboundUpdate, *, newest_only: bool) -> Dispatched | None:
+    """Every part of ``update``'s group still waiting, as one message: its files read,
+    then dispatched holding every part's row (None: gathered elsewhere, or, with
+    ``newest_only``, a newer part waits and gathers it)."""
+    parts = await db_async(_waiting_parts)(channel, update)
+    if not any(p.pk == update.pk for p in parts):
+        return None  # gathered already
+    if newest_only and parts[-1].pk != update.pk:
+        return None  # a newer part came: its own wait gathers the group
+    adapter = adapter_for(channel)
+    messages = [m for m in (_restored(channel, p) for p in parts) if m is not None]
+    if not messages:
+        logger.warning("group %s on channel %s could not be restored", update.group_id[:40], channel.pk)
+        await db_async(_fail_parts)(channel, parts)
+        return None
+    message = adapter.combine(messages) if len(messages) > 1 else messages[0]
+    if adapter.offers_files(message) and await db_async(_files_wanted_in_tenant)(channel, message):
+        message = await read_files(channel, parts[0], message)
+
+    def dispatch() -> Dispatched | None:
+        with tenant_context(channel.tenant_id):
+            return _dispatch(channel, parts[0], message, parts=parts)
 
     return await db_async(dispatch)()
 

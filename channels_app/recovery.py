@@ -12,17 +12,23 @@ adapter restores the message from the stored payload
 again when they are wanted, and :func:`~channels_app.receive._dispatch` decides it
 (a reply, ``/link``, a slash command, an approval button behave as the first time).
 
+The parts of a group (a Telegram album) are gathered and dispatched as one message
+here too (:func:`~channels_app.receive.dispatch_group`).
+
 Exactly once: every dispatch, the first and the sweep's, holds the row ``FOR UPDATE
 SKIP LOCKED`` while it is still received
 (:func:`~channels_app.actions.inbound.claim_received`), in the transaction that
 moves it on; whoever comes second finds it locked or no longer received and does
 nothing.
 
-Where the stored payload cannot give the message back whole (an email: its body and
-its sender proof are not stored; a Slack or Discord button press; a Discord message)
-the update is marked failed and a linked, proven sender is asked to send it again
-(never an unproven mail sender: the From may be someone else's). An update still
-received after ``CLAW_INBOUND_GIVE_UP_HOURS`` is marked failed, not answered late.
+An email is stored with its text, the sender verdict reached when it came (kept as
+it was decided, never checked against DNS again) and where its attachments are (UID,
+UIDVALIDITY, a hash of the mail): they are read again from the mailbox. Where the
+stored payload cannot give the message back whole (a row stored before that; a Slack
+or Discord button press) the update is marked failed and a linked, proven sender is
+asked to send it again (never an unproven mail sender: the From may be someone
+else's). An update still received after ``CLAW_INBOUND_GIVE_UP_HOURS`` is marked
+failed, not answered late.
 """
 
 from __future__ import annotations
@@ -114,6 +120,14 @@ async def recover_update(update_id: int) -> bool:
     if update is None:
         return False  # dispatched meanwhile
     channel = update.channel
+    if update.group_id:
+        # A part of an album: every part still waiting goes as one message.
+        from channels_app.receive import dispatch_group
+
+        gathered = await dispatch_group(channel, update, newest_only=False)
+        if gathered is not None:
+            logger.info("group of update %s on channel %s recovered", update.pk, channel.pk)
+        return gathered is not None
     adapter = adapter_for(channel)
     try:
         message = adapter.restore(update.payload)

@@ -302,6 +302,9 @@ CLAW_EMAIL_POLL_SECONDS = config.env_int("CLAW_EMAIL_POLL_SECONDS", 30, minimum=
 # take to read), and given up (marked failed, not answered late) after this many hours.
 CLAW_INBOUND_RECOVER_AFTER_SECONDS = config.env_int("CLAW_INBOUND_RECOVER_AFTER_SECONDS", 180, minimum=90)
 CLAW_INBOUND_GIVE_UP_HOURS = config.env_int("CLAW_INBOUND_GIVE_UP_HOURS", 24, minimum=1)
+# The parts of one album (a Telegram media group: several updates) are gathered into
+# one message once none has come for this long (milliseconds).
+CLAW_INBOUND_GROUP_SETTLE_MS = config.env_int("CLAW_INBOUND_GROUP_SETTLE_MS", 1500, minimum=100)
 # The authserv-id of the operator's own mail server: its Authentication-Results with
 # dmarc=pass prove a sender (it must strip any that arrive with its id). Empty: only
 # DKIM, verified here, proves one.

@@ -3,8 +3,8 @@ file into the uploader's own workspace, tie them to the message that carries the
 and read a turn's images back for the model.
 
 Images are recognised by their first bytes (PNG, JPEG, GIF, WebP), never by the name
-or the type the browser claims. Other files must have one of the text or document
-suffixes below. Every cap is on the bytes actually read."""
+or the type the browser claims. Other files must have one of the text, document or
+media (audio, video) suffixes below. Every cap is on the bytes actually read."""
 
 from __future__ import annotations
 
@@ -41,6 +41,17 @@ FILE_SUFFIXES = frozenset(
         ".py",
         ".js",
         ".sql",
+        # Voice notes, audio and video from the chat platforms (kept as files for the tools).
+        ".ogg",
+        ".oga",
+        ".opus",
+        ".mp3",
+        ".m4a",
+        ".aac",
+        ".wav",
+        ".mp4",
+        ".webm",
+        ".mov",
     }
 )
 _IMAGE_SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
@@ -110,7 +121,7 @@ def do_add_attachment(session: Session, user: Any, upload: Upload) -> Attachment
     if suffix not in FILE_SUFFIXES:
         raise AttachmentRefused(
             f"{name}: this type of file cannot be attached. Images (PNG, JPEG, GIF, WebP) go to the model; "
-            f"text and documents ({', '.join(sorted(FILE_SUFFIXES))}) go into your workspace."
+            f"text, documents and media ({', '.join(sorted(FILE_SUFFIXES))}) go into your workspace."
         )
     if size > settings.CLAW_CHAT_FILE_MAX_BYTES:
         raise AttachmentRefused(

@@ -54,6 +54,7 @@ UNLINKED_NOTICE = (
     "chat's Connected accounts page, choose “Link a chat account”, and send the code here "
     "in a private chat as /link CODE."
 )
+UNSUPPORTED_NOTICE = "Sorry, I cannot take {what} here. Send words, pictures, files or a voice note instead."
 REPLY_COMMANDS = {"/approve": "approve", "/yes": "yes", "/deny": "deny", "/no": "no"}
 
 
@@ -87,6 +88,7 @@ def record_update(channel: Channel, message: InboundMessage) -> InboundUpdate | 
                 chat_id=message.chat_id[:200],
                 sender_id=message.sender_id[:200],
                 text=text,
+                group_id=message.group_id[:200],
                 payload=dict(message.raw),
             )
     except IntegrityError:
@@ -230,6 +232,9 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
         if not message.addressed:
             _finish(update, InboundStatus.IGNORED, "group message not addressed to the bot")
             return Dispatched(update, target)
+        if message.unsupported:
+            _finish(update, InboundStatus.REFUSED, f"not supported: {message.unsupported}")
+            return Dispatched(update, target, notice=UNSUPPORTED_NOTICE.format(what=message.unsupported))
         session = conversation_session(channel, message, user)
         text = message.text.strip()
         text = REPLY_COMMANDS.get(text.lower(), text)
@@ -248,6 +253,36 @@ def dispatch_update(channel: Channel, update: InboundUpdate, message: InboundMes
             update, InboundStatus.DECIDED if decided else InboundStatus.ANSWERED, "", session=session, run=run
         )
         return Dispatched(update, target, run_id=run.pk, session_id=session.pk, after_seq=_event_seq(run.pk))
+
+
+def dispatch_group_update(
+    channel: Channel, parts: list[InboundUpdate], message: InboundMessage
+) -> Dispatched | None:
+    """Dispatch the stored parts of a group (an album) as ``message``, one
+    transaction: every part's row held, the first carrying the dispatch and the
+    others marked as it went. None: some part is dispatched (or being dispatched)
+    elsewhere."""
+    ids = [p.pk for p in parts]
+    with transaction.atomic():
+        held = list(
+            InboundUpdate.objects.unscoped()
+            .select_for_update(skip_locked=True)
+            .filter(pk__in=ids, status=InboundStatus.RECEIVED)
+            .values_list("pk", flat=True)
+        )
+        if len(held) != len(ids):
+            return None
+        dispatched = dispatch_update(channel, parts[0], message)
+        if dispatched is None:
+            return None
+        lead = dispatched.update
+        InboundUpdate.objects.unscoped().filter(pk__in=ids[1:]).update(
+            status=lead.status,
+            detail=f"one message with update {lead.platform_id}"[:500],
+            session_id=lead.session_id,
+            run_id=lead.run_id,
+        )
+        return dispatched
 
 
 def _send_with_files(

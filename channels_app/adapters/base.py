@@ -11,9 +11,10 @@ yes, after ``retry_after``; a 4xx: no).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
@@ -67,7 +68,9 @@ class InboundMessage:
     direct chat; ``addressed`` when a group message mentions or replies to the bot.
     ``approval`` is set for a button press: ``(approval id, approved)``. ``files``:
     its attachments as read; ``refused_files``: why others were not read (over a
-    cap, too many), said back to the sender and to the model."""
+    cap, too many), said back to the sender and to the model. ``group_id``: the
+    platform's id of several messages that are one (a Telegram album), gathered by
+    :meth:`ChannelAdapter.combine` before they are answered."""
 
     platform_id: str
     chat_id: str
@@ -85,6 +88,10 @@ class InboundMessage:
     unverified: str = ""
     files: tuple[InboundFile, ...] = ()
     refused_files: tuple[str, ...] = ()
+    group_id: str = ""
+    # What came that the agent cannot take (``a location``, ``a poll``): the sender is
+    # told so and nothing runs — never silence.
+    unsupported: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,6 +204,18 @@ class ChannelAdapter:
         Never a message with a sender proof the stored form does not carry."""
         return None
 
+    def combine(self, parts: list[InboundMessage]) -> InboundMessage:
+        """One message of the parts of a group (in the order they came): the first's
+        conversation, every part's words, addressed when any part is."""
+        first = parts[0]
+        text = "\n\n".join(p.text.strip() for p in parts if p.text.strip())
+        return replace(
+            first,
+            text=text,
+            addressed=any(p.addressed for p in parts),
+            raw={**first.raw, "group": [dict(p.raw) for p in parts]},
+        )
+
     def offers_files(self, message: InboundMessage) -> bool:
         """Whether the message carries files still to be read (by :meth:`fetch_files`
         once it is stored, after the platform is answered)."""
@@ -282,6 +301,34 @@ def parsed_or_skipped(parse: Callable[[], T], what: str, default: T) -> T:
             "%s: an update not in the platform's format was skipped (%s)", what, type(exc).__name__
         )
         return default
+
+
+_LABEL_UNSAFE = re.compile(r"[\x00-\x1f\x7f\[\]]+")
+
+
+def duration_text(seconds: float) -> str:
+    """``0:07``, ``3:25``, ``1:02:03``."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def media_label(kind: str, seconds: Any = None, detail: Any = "") -> str:
+    """What a message carried that its words do not say, for the model and the
+    stored text: ``[voice note, 0:07]``, ``[sticker: 👍]``, ``[audio: Artist - Title, 3:25]``."""
+    shown = _LABEL_UNSAFE.sub(" ", str(detail or "")).strip()[:60]
+    parts = [f"{kind}: {shown}" if shown else kind]
+    if isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 <= seconds < 10**7:
+        parts.append(duration_text(seconds))
+    return "[" + ", ".join(parts) + "]"
+
+
+def labelled(label: str, text: str) -> str:
+    """``text`` after the label of what came with it (either may be empty)."""
+    if not label:
+        return text
+    return f"{label}\n{text}" if text.strip() else label
 
 
 def approval_text(prompt: ApprovalPrompt) -> str:

@@ -28,6 +28,9 @@ class InboundUpdate(TenantOwned):
     chat_id = models.CharField(max_length=200, blank=True)
     sender_id = models.CharField(max_length=200, blank=True)
     text = models.TextField(blank=True)
+    # Several platform messages that are one (a Telegram album's media_group_id): they
+    # are dispatched together, as one message (channels_app.receive).
+    group_id = models.CharField(max_length=200, blank=True, default="")
     payload = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=InboundStatus.choices, default=InboundStatus.RECEIVED)
     detail = models.CharField(max_length=500, blank=True)
@@ -50,7 +53,13 @@ class InboundUpdate(TenantOwned):
                 fields=["received_at"],
                 condition=models.Q(status="received"),
                 name="inbound_update_waiting",
-            )
+            ),
+            # The parts of a group still waiting to be gathered.
+            models.Index(
+                fields=["channel", "chat_id", "group_id"],
+                condition=models.Q(status="received") & ~models.Q(group_id=""),
+                name="inbound_update_waiting_group",
+            ),
         ]
 
     def __str__(self) -> str:

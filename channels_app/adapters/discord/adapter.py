@@ -48,6 +48,8 @@ from channels_app.adapters.base import (
     VerificationFailed,
     approval_text,
     header,
+    labelled,
+    media_label,
     within_window,
 )
 
@@ -66,6 +68,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # A bot may upload 10 MB per message unless its server is boosted (the default tier).
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 MAX_ATTACHMENT_REFS = 10  # Discord's own limit per message
+VOICE_MESSAGE_FLAG = 1 << 13  # IS_VOICE_MESSAGE: one audio attachment, recorded in the chat
 
 
 def attachment_refs(value: Any) -> list[dict[str, Any]]:
@@ -83,8 +86,10 @@ def attachment_refs(value: Any) -> list[dict[str, Any]]:
             or _CONTROL.search(url)
         ):
             continue
+        duration = item.get("duration_secs")  # a voice message's
         refs.append(
             {
+                **({"duration_secs": duration} if isinstance(duration, int | float) else {}),
                 "id": _CONTROL.sub("", str(item.get("id", "")))[:30],
                 "url": url,
                 "filename": _CONTROL.sub("", str(name or ""))[:255] or "attachment",
@@ -93,6 +98,17 @@ def attachment_refs(value: Any) -> list[dict[str, Any]]:
             }
         )
     return refs[:MAX_ATTACHMENT_REFS]
+
+
+def sticker_names(value: Any) -> list[str]:
+    """The names of a message's stickers (``sticker_items``: Discord gives no file a
+    model could read, nor an emoji; the name says what it was)."""
+    names = [
+        _CONTROL.sub("", str(item.get("name") or "")).strip()[:60]
+        for item in (value if isinstance(value, list) else [])[:3]
+        if isinstance(item, dict)
+    ]
+    return [name or "sticker" for name in names]
 
 
 class DiscordError(AdapterError):
@@ -173,8 +189,12 @@ class DiscordAdapter(ChannelAdapter):
         files = attachment_refs(message.get("attachments"))
         if not isinstance(content, str) or message.get("type", 0) not in (0, 19):
             return None  # joins, pins, the bot's own and other bots' messages
-        if not content.strip() and not files:
-            return None
+        stickers = sticker_names(message.get("sticker_items"))
+        unsupported = ""
+        if not content.strip() and not files and not stickers:
+            if not message.get("poll"):
+                return None
+            unsupported = "a poll"  # told so, never left unanswered
         bot = self.channel.bot_username.strip()
         private = not message.get("guild_id")
         mentioned = bool(bot) and any(
@@ -184,6 +204,10 @@ class DiscordAdapter(ChannelAdapter):
             bool(bot) and ((message.get("referenced_message") or {}).get("author") or {}).get("id") == bot
         )
         text = re.sub(rf"<@!?{re.escape(bot)}>", "", content).strip() if bot else content.strip()
+        voice = isinstance(message.get("flags"), int) and message["flags"] & VOICE_MESSAGE_FLAG
+        if voice and files:
+            text = labelled(media_label("voice note", files[0].get("duration_secs")), text)
+        text = labelled(" ".join(media_label("sticker", detail=name) for name in stickers), text)
         return InboundMessage(
             platform_id=str(message["id"]),
             chat_id=str(message["channel_id"]),
@@ -192,6 +216,7 @@ class DiscordAdapter(ChannelAdapter):
             text=text,
             is_private=private,
             addressed=private or mentioned or replied,
+            unsupported=unsupported,
             raw={
                 "id": message["id"],
                 "channel_id": message["channel_id"],
@@ -202,6 +227,9 @@ class DiscordAdapter(ChannelAdapter):
                 "source": {
                     "type": message.get("type", 0),
                     "content": content,
+                    "flags": message.get("flags") if isinstance(message.get("flags"), int) else 0,
+                    "sticker_items": [{"name": name} for name in stickers],
+                    "poll": bool(message.get("poll")),
                     "author": {k: author.get(k) for k in ("id", "bot", "global_name", "username")},
                     "mentions": [
                         {"id": m.get("id")} for m in message.get("mentions") or [] if isinstance(m, dict)

@@ -29,6 +29,8 @@ import hashlib
 import logging
 import re
 import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -41,6 +43,7 @@ import aiosmtplib
 from django.conf import settings
 from inscriptis import get_text
 
+from agents.actions.attachments import safe_name
 from channels_app.adapters.base import (
     AdapterError,
     ChannelAdapter,
@@ -50,7 +53,8 @@ from channels_app.adapters.base import (
     VerificationFailed,
     split_message,
 )
-from channels_app.adapters.email.attachments import add_file, mail_files
+from channels_app.adapters.email.attachments import add_file, mail_files, storable
+from channels_app.adapters.email.trust import UNVERIFIED_PREFIX
 from claw_platform.db import db_async
 
 MAX_MESSAGE_CHARS = 20_000
@@ -106,8 +110,13 @@ class EmailAdapter(ChannelAdapter):
     def parse(self, request: InboundRequest, payload: Any) -> list[InboundMessage]:
         return []
 
-    def parse_mail(self, uid: int, raw: bytes) -> InboundMessage | None:
-        """One fetched mail, normalised (None: not for the agent)."""
+    def parse_mail(self, uid: int, raw: bytes, uidvalidity: int = 0) -> InboundMessage | None:
+        """One fetched mail, normalised (None: not for the agent). Its stored form
+        (``raw``) keeps what :meth:`restore` needs to give it back whole: the text as
+        the model gets it (without NUL bytes or lone surrogates, so storable), the
+        sender, the thread, and where its attachments are (UID, UIDVALIDITY and a hash
+        of the mail's bytes: read again from the mailbox, never stored here); the
+        sender's proof is added by :func:`~channels_app.adapters.email.trust.apply`."""
         if len(raw) > MAX_MAIL_BYTES:
             return None
         mail = BytesParser(policy=policy.default).parsebytes(raw)
@@ -139,26 +148,80 @@ class EmailAdapter(ChannelAdapter):
         text += attached.forwarded
         if not text:
             text = subject
-        name = getaddresses([str(mail.get("From", ""))])[0][0]
+        text = storable(text, keep_lines=True)
+        name = storable(str(getaddresses([str(mail.get("From", ""))])[0][0]))[:100]
         return InboundMessage(
             platform_id=own_id[:200],
             chat_id=sender[:200],
             sender_id=sender[:200],
-            sender_name=str(name)[:100],
+            sender_name=name,
             text=text,
             thread_id=thread[:200],
             is_private=True,
             addressed=True,
             raw={
                 "uid": uid,
+                "uidvalidity": uidvalidity,
+                "sha256": hashlib.sha256(raw).hexdigest(),
                 "message_id": own_id,
                 "subject": subject,
                 "references": references[-20:],
+                "from": sender[:200],
+                "from_name": name,
+                "thread": thread[:200],
+                "text": text,
                 **({"attachments": attached.meta[:50]} if attached.meta else {}),
             },
             files=tuple(attached.files),
             refused_files=tuple(attached.refused),
         )
+
+    def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
+        """The stored mail again, its sender proven or not as decided when it came
+        (never checked again: a DNS key may have changed since). Its attachments are
+        read again from the mailbox (:meth:`fetch_files`). None for a mail stored
+        before its text and verdict were kept."""
+        text, sender, proven = raw.get("text"), raw.get("from"), raw.get("sender_proven")
+        if not isinstance(text, str) or not isinstance(sender, str) or not isinstance(proven, bool):
+            return None
+        if not sender or not isinstance(raw.get("message_id"), str):
+            return None
+        why = str(raw.get("sender_check") or "not proven")
+        return InboundMessage(
+            platform_id=str(raw["message_id"])[:200],
+            chat_id=sender,
+            sender_id=sender if proven else f"{UNVERIFIED_PREFIX}{sender}"[:200],
+            sender_name=str(raw.get("from_name") or ""),
+            text=text,
+            thread_id=str(raw.get("thread") or raw["message_id"])[:200],
+            is_private=True,
+            addressed=True,
+            unverified="" if proven else why,
+            raw=raw,
+        )
+
+    def offers_files(self, message: InboundMessage) -> bool:
+        # A fetched mail's parts are read with it; a restored one's are still to be read.
+        return bool(message.raw.get("attachments")) and not message.files and not message.refused_files
+
+    async def fetch_files(self, message: InboundMessage) -> InboundMessage:
+        """A restored mail with its attachments read again from the mailbox: the same
+        mail (same UIDVALIDITY and UID, the same bytes by hash), its parts within the
+        caps as when it came. A mail no longer there: its files named as not read."""
+        raw = message.raw
+        uid, uidvalidity = raw.get("uid"), raw.get("uidvalidity")
+        mail_bytes = None
+        if isinstance(uid, int) and isinstance(uidvalidity, int):
+            mail_bytes = await self.fetch_one(uid, uidvalidity)
+        if mail_bytes is None or hashlib.sha256(mail_bytes).hexdigest() != raw.get("sha256"):
+            names = ", ".join(safe_name(str(m.get("filename", ""))) for m in raw.get("attachments") or [])
+            return replace(
+                message,
+                refused_files=(f"{names}: no longer in the mailbox, so not read; please send again.",),
+            )
+        mail = BytesParser(policy=policy.default).parsebytes(mail_bytes)
+        attached = mail_files(mail, mail.get_body(preferencelist=("plain", "html")))
+        return replace(message, files=tuple(attached.files), refused_files=tuple(attached.refused))
 
     # -------------------------------------------------------------- servers
 
@@ -178,13 +241,10 @@ class EmailAdapter(ChannelAdapter):
             raise EmailError(f"email: {host} refused ({exc})", retryable=False) from None
         return scheme, host, port
 
-    async def fetch_new(self, after_uid: int, uidvalidity: int = 0) -> list[tuple[int, bytes]]:
-        """Mail in INBOX with a UID above ``after_uid`` (at most ``MAX_FETCH``), oldest
-        first. ``uidvalidity``: the mailbox's UIDVALIDITY when ``after_uid`` was taken;
-        when the server says another (the mailbox was rebuilt, its UIDs renumbered),
-        ``after_uid`` means nothing and the mailbox is read from its first UID (mail
-        seen before is a duplicate by Message-ID). The server's is left in
-        :attr:`uidvalidity`."""
+    @contextlib.asynccontextmanager
+    async def _inbox(self) -> AsyncIterator[aioimaplib.IMAP4]:
+        """A logged-in IMAP session with INBOX selected (its UIDVALIDITY left in
+        :attr:`uidvalidity`); a network failure is a retryable :class:`EmailError`."""
         scheme, host, port = await self._checked(self.channel.imap_url, {"imaps": 993, "imap": 143})
         if scheme == "imap" and not settings.CLAW_EMAIL_ALLOW_PLAINTEXT:
             raise EmailError("email: imap:// sends the password in clear; use imaps://", retryable=False)
@@ -202,6 +262,21 @@ class EmailAdapter(ChannelAdapter):
             if selected.result != "OK":
                 raise EmailError("email: INBOX could not be selected", retryable=True)
             self.uidvalidity = _uidvalidity(selected.lines)
+            yield client
+        except (OSError, TimeoutError, aioimaplib.Abort, aioimaplib.CommandTimeout, ssl.SSLError) as exc:
+            raise EmailError(f"email IMAP: {type(exc).__name__}", retryable=True) from None
+        finally:
+            with contextlib.suppress(Exception):  # the session is over either way
+                await client.logout()
+
+    async def fetch_new(self, after_uid: int, uidvalidity: int = 0) -> list[tuple[int, bytes]]:
+        """Mail in INBOX with a UID above ``after_uid`` (at most ``MAX_FETCH``), oldest
+        first. ``uidvalidity``: the mailbox's UIDVALIDITY when ``after_uid`` was taken;
+        when the server says another (the mailbox was rebuilt, its UIDs renumbered),
+        ``after_uid`` means nothing and the mailbox is read from its first UID (mail
+        seen before is a duplicate by Message-ID). The server's is left in
+        :attr:`uidvalidity`."""
+        async with self._inbox() as client:
             if uidvalidity and self.uidvalidity and self.uidvalidity != uidvalidity:
                 logger.warning(
                     "email %s: UIDVALIDITY %s, was %s: reading the mailbox again",
@@ -214,11 +289,18 @@ class EmailAdapter(ChannelAdapter):
             if fetched.result != "OK":
                 raise EmailError("email: FETCH failed", retryable=True)
             return sorted(m for m in _fetched_mails(fetched.lines) if m[0] > after_uid)[:MAX_FETCH]
-        except (OSError, TimeoutError, aioimaplib.Abort, aioimaplib.CommandTimeout, ssl.SSLError) as exc:
-            raise EmailError(f"email IMAP: {type(exc).__name__}", retryable=True) from None
-        finally:
-            with contextlib.suppress(Exception):  # the session is over either way
-                await client.logout()
+
+    async def fetch_one(self, uid: int, uidvalidity: int) -> bytes | None:
+        """The mail with ``uid`` as the mailbox holds it now; None when the mailbox was
+        rebuilt since (another UIDVALIDITY) or the mail is gone (deleted, moved)."""
+        async with self._inbox() as client:
+            if not uidvalidity or self.uidvalidity != uidvalidity:
+                return None
+            fetched = await client.uid("fetch", f"{uid}:{uid}", "(UID BODY.PEEK[])")
+            if fetched.result != "OK":
+                raise EmailError("email: FETCH failed", retryable=True)
+            found = [raw for got, raw in _fetched_mails(fetched.lines) if got == uid]
+            return found[0] if found else None
 
     # -------------------------------------------------------------- outbound
 

@@ -149,7 +149,9 @@ def check(raw: bytes) -> Verdict:
 def apply(message: InboundMessage, verdict: Verdict) -> InboundMessage:
     """``message`` as the channel sees it: a proven sender unchanged; an unproven one
     under an id no member is linked to (``unverified:<address>``), marked with why."""
-    raw = {**message.raw, "sender_check": verdict.why}
+    # Kept with the stored mail: a mail restored after a crash is proven, or not, as
+    # it was decided now (channels_app.recovery).
+    raw = {**message.raw, "sender_check": verdict.why, "sender_proven": verdict.verified}
     if verdict.verified:
         return dataclasses.replace(message, raw=raw)
     return dataclasses.replace(

@@ -36,6 +36,8 @@ from channels_app.adapters.base import (
     VerificationFailed,
     approval_text,
     header,
+    labelled,
+    media_label,
     within_window,
 )
 
@@ -53,6 +55,40 @@ def event_files(event: dict[str, Any]) -> list[dict[str, Any]]:
     """A message event's ``files`` (shared files; deleted ones come as tombstones)."""
     found = event.get("files")
     return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
+
+
+# Clips recorded in Slack itself (a file's ``subtype``), told apart from uploaded files.
+CLIP_KINDS = {"slack_audio": "voice note", "slack_video": "video clip"}
+
+
+def clip_labels(files: list[dict[str, Any]]) -> str:
+    """``[voice note, 0:07]`` for each clip among a message's files (its file is read
+    like any other), with the transcript Slack made of it when it has one."""
+    labels = []
+    for item in files:
+        kind = CLIP_KINDS.get(str(item.get("subtype") or ""))
+        if kind:
+            duration = item.get("duration_ms")
+            seconds = (
+                duration / 1000 if isinstance(duration, int) and not isinstance(duration, bool) else None
+            )
+            labels.append(media_label(kind, seconds) + _transcript(item))
+    return "\n".join(labels)
+
+
+def _transcript(item: dict[str, Any]) -> str:
+    """`` (Slack's transcript: …)`` of a clip Slack transcribed, else ""."""
+    transcription = item.get("transcription")
+    if not isinstance(transcription, dict) or transcription.get("status") != "complete":
+        return ""
+    preview = transcription.get("preview")
+    if not isinstance(preview, dict) or not isinstance(preview.get("content"), str):
+        return ""
+    content = " ".join(preview["content"].split())[:2000]
+    if not content:
+        return ""
+    more = " …" if preview.get("has_more") else ""
+    return f" (Slack's transcript: {content}{more})"
 
 
 class SlackError(AdapterError):
@@ -124,6 +160,7 @@ class SlackAdapter(ChannelAdapter):
         if mention:
             text = text.replace(mention, "").strip()
         text = re.sub(r"\s+", " ", text) if "\n" not in text else text
+        text = labelled(clip_labels(event_files(event)), text)
         thread = str(event.get("thread_ts") or ("" if private else ts))
         return [
             InboundMessage(

@@ -4,7 +4,9 @@ Inbound: webhook updates carrying ``X-Telegram-Bot-Api-Secret-Token`` (the chann
 signing secret, compared in constant time), or long polling (``getUpdates``) from a
 worker (``channels_app.polling``) so an install behind NAT needs no public URL. The
 update id de-duplicates. Groups are answered only when the bot is @mentioned or
-replied to. Approvals: an inline keyboard whose callback data is
+replied to. An album (several updates with one ``media_group_id``) is one message:
+its parts are stored as they come and gathered once none has come for
+``CLAW_INBOUND_GROUP_SETTLE_MS`` (``channels_app.receive``). Approvals: an inline keyboard whose callback data is
 ``appr:<approval id>:y|n``, or a reply.
 """
 
@@ -30,6 +32,8 @@ from channels_app.adapters.base import (
     VerificationFailed,
     approval_text,
     header,
+    labelled,
+    media_label,
 )
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -82,10 +86,14 @@ class TelegramAdapter(ChannelAdapter):
         sender = message.get("from") or {}
         if not isinstance(text, str) or not chat.get("id") or not sender.get("id"):
             return None
-        if not text.strip() and not message_files(message):
-            return None
+        unsupported = ""
+        if not text.strip() and not message_files(message) and not message_label(message):
+            unsupported = next((what for field, what in UNSUPPORTED_FIELDS if message.get(field)), "")
+            if not unsupported:
+                return None  # service messages (joins, pins …): nothing to answer
         private = chat.get("type") == "private"
         addressed, text = self._addressed(message, text)
+        text = labelled(message_label(message), text)
         thread = str(message["message_thread_id"]) if message.get("is_topic_message") else ""
         return InboundMessage(
             platform_id=update_id,
@@ -97,6 +105,8 @@ class TelegramAdapter(ChannelAdapter):
             is_private=private,
             addressed=private or addressed,
             raw=update,
+            group_id=str(message.get("media_group_id") or "")[:200],
+            unsupported=unsupported,
         )
 
     def _addressed(self, message: dict[str, Any], text: str) -> tuple[bool, str]:
@@ -139,7 +149,7 @@ class TelegramAdapter(ChannelAdapter):
         return self.parse_update(dict(raw))
 
     def offers_files(self, message: InboundMessage) -> bool:
-        return bool(message_files(message.raw.get("message") or {}))
+        return any(message_files(m) for m in _messages(message))
 
     async def fetch_files(self, message: InboundMessage) -> InboundMessage:
         """The message with its photo (the largest size within the image cap) and
@@ -147,9 +157,13 @@ class TelegramAdapter(ChannelAdapter):
         from channels_app.attachments import PlatformFile, read_platform_files
 
         async with httpx.AsyncClient(timeout=30.0) as client:
+            parts = _messages(message)
             items = [
-                PlatformFile(name, self._file_reader(client, file_id), size, media_type)
-                for name, file_id, size, media_type in message_files(message.raw.get("message") or {})
+                PlatformFile(
+                    _numbered(name, n, len(parts)), self._file_reader(client, file_id), size, media_type
+                )
+                for n, part in enumerate(parts, start=1)
+                for name, file_id, size, media_type in message_files(part)
             ]
             files, refused = await read_platform_files(items)
         return replace(message, files=tuple(files), refused_files=tuple(refused))
@@ -272,11 +286,84 @@ class TelegramAdapter(ChannelAdapter):
         return [u for u in (result or []) if isinstance(u, dict)]
 
 
+def _numbered(name: str, n: int, count: int) -> str:
+    """An album's ``photo.jpg`` as ``photo-2.jpg``: its files told apart by place."""
+    if count < 2:
+        return name
+    stem, dot, suffix = name.rpartition(".")
+    return f"{stem}-{n}.{suffix}" if dot and stem else f"{name}-{n}"
+
+
+def _messages(message: InboundMessage) -> list[dict[str, Any]]:
+    """The Bot API messages an inbound message is made of: one, or an album's parts."""
+    updates = message.raw.get("group") or [message.raw]
+    return [u["message"] for u in updates if isinstance(u, dict) and isinstance(u.get("message"), dict)]
+
+
+# Media a message may carry besides a photo or a document: (field, the name a file
+# without one gets, its type when none is said, what the label calls it).
+MEDIA_FIELDS = (
+    ("voice", "voice-note.ogg", "audio/ogg", "voice note"),
+    ("audio", "audio.mp3", "audio/mpeg", "audio"),
+    ("video", "video.mp4", "video/mp4", "video"),
+    ("video_note", "video-message.mp4", "video/mp4", "video message"),
+    ("animation", "animation.mp4", "video/mp4", "animation"),
+)
+
+
+# What a user may send that the agent cannot take: told so, never left unanswered.
+UNSUPPORTED_FIELDS = (
+    ("location", "a location"),
+    ("venue", "a place"),
+    ("contact", "a contact"),
+    ("poll", "a poll"),
+    ("dice", "a dice roll"),
+    ("game", "a game"),
+    ("story", "a story"),
+)
+
+
+def _media(message: dict[str, Any], field: str) -> dict[str, Any] | None:
+    found = message.get(field)
+    return found if isinstance(found, dict) and isinstance(found.get("file_id"), str) else None
+
+
+def message_label(message: dict[str, Any]) -> str:
+    """What the message carried besides words, for the model: ``[voice note, 0:07]``,
+    ``[audio: Artist - Title, 3:25]``, ``[sticker: 👍]`` (a sticker is its emoji:
+    no file is read)."""
+    sticker = message.get("sticker")
+    if isinstance(sticker, dict):
+        return media_label("sticker", detail=sticker.get("emoji") or "")
+    for field, _name, _type, kind in MEDIA_FIELDS:
+        media = _media(message, field)
+        if media is not None:
+            detail = ""
+            if field == "audio":
+                detail = " - ".join(str(media[k]) for k in ("performer", "title") if media.get(k))
+            return media_label(kind, media.get("duration"), detail)
+    return ""
+
+
 def message_files(message: dict[str, Any]) -> list[tuple[str, str, int | None, str]]:
     """A message's files as ``(name, file_id, declared size, type)``: of ``photo`` (the
     sizes of one picture) the largest whose ``file_size`` is within the image cap
-    (none: the smallest, to be refused by its size); ``document`` as sent."""
+    (none: the smallest, to be refused by its size); a voice note, audio, video,
+    video message or animation; ``document`` as sent (not again for an animation,
+    which Telegram also sends as its document)."""
     found: list[tuple[str, str, int | None, str]] = []
+    for field, default_name, default_type, _kind in MEDIA_FIELDS:
+        media = _media(message, field)
+        if media is not None:
+            size = media.get("file_size")
+            found.append(
+                (
+                    str(media.get("file_name") or default_name),
+                    media["file_id"],
+                    size if isinstance(size, int) else None,
+                    str(media.get("mime_type") or default_type),
+                )
+            )
     sizes = [
         p for p in message.get("photo") or [] if isinstance(p, dict) and isinstance(p.get("file_id"), str)
     ]
@@ -293,6 +380,8 @@ def message_files(message: dict[str, Any]) -> list[tuple[str, str, int | None, s
         photo = max(fitting, key=area) if fitting else min(sizes, key=lambda p: declared(p) or 0)
         found.append(("photo.jpg", photo["file_id"], declared(photo), "image/jpeg"))
     document = message.get("document")
+    if _media(message, "animation") is not None:
+        document = None
     if isinstance(document, dict) and isinstance(document.get("file_id"), str):
         size = document.get("file_size")
         found.append(

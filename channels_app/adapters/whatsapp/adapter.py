@@ -32,11 +32,29 @@ from channels_app.adapters.base import (
     VerificationFailed,
     approval_text,
     header,
+    labelled,
+    media_label,
 )
 
 MAX_MESSAGE_CHARS = 4096
-MEDIA_TYPES = frozenset({"image", "document"})
+# Each media message is its own (the Cloud API has no album id: several photos sent
+# together come as separate messages, each answered).
+MEDIA_TYPES = frozenset({"image", "document", "audio", "video", "sticker"})
+# What a user may send that the agent cannot take: told so, never left unanswered
+# ("unsupported": a kind the Cloud API does not deliver, e.g. a poll or view-once media).
+UNSUPPORTED_TYPES = {"location": "a location", "contacts": "a contact", "unsupported": "this kind of message"}
 MEDIA_ORIGIN = "https://lookaside.fbsbx.com"  # where a media object's url points
+
+
+def _label(kind: str, media: dict[str, Any]) -> str:
+    """What a media message was, for the model (the Cloud API gives no duration):
+    ``[voice note]`` (an audio recorded in the chat), ``[audio]``, ``[video]``,
+    ``[sticker]`` (an image, read as one)."""
+    if kind == "audio":
+        return media_label("voice note" if media.get("voice") else "audio")
+    if kind == "sticker":
+        return media_label("animated sticker" if media.get("animated") else "sticker")
+    return media_label(kind) if kind == "video" else ""
 
 
 class WhatsAppError(AdapterError):
@@ -95,6 +113,7 @@ class WhatsAppAdapter(ChannelAdapter):
             return None
         approval = None
         has_file = False
+        unsupported = ""
         if message.get("type") == "text":
             text = str((message.get("text") or {}).get("body") or "")
         elif message.get("type") == "interactive":
@@ -109,9 +128,12 @@ class WhatsAppAdapter(ChannelAdapter):
             if not isinstance(media, dict) or not isinstance(media.get("id"), str):
                 return None
             text, has_file = str(media.get("caption") or ""), True  # a file alone is answered too
+            text = labelled(_label(str(message["type"]), media), text)
+        elif message.get("type") in UNSUPPORTED_TYPES:
+            text, unsupported = "", UNSUPPORTED_TYPES[str(message["type"])]
         else:
-            return None  # audio, locations, reactions: not answered
-        if not text.strip() and not has_file:
+            return None  # reactions, system notices: nothing to answer
+        if not text.strip() and not has_file and not unsupported:
             return None
         return InboundMessage(
             platform_id=message_id[:200],
@@ -122,6 +144,7 @@ class WhatsAppAdapter(ChannelAdapter):
             addressed=True,
             approval=approval,
             raw=message,
+            unsupported=unsupported,
         )
 
     def restore(self, raw: Mapping[str, Any]) -> InboundMessage | None:
@@ -139,7 +162,8 @@ class WhatsAppAdapter(ChannelAdapter):
         kind = str(message.raw.get("type"))
         media = message.raw.get(kind) or {}
         mime_type = str(media.get("mime_type") or "").split(";")[0].strip()
-        name = str(media.get("filename") or "") or kind + (mimetypes.guess_extension(mime_type) or "")
+        stem = "voice-note" if kind == "audio" and media.get("voice") else kind
+        name = str(media.get("filename") or "") or stem + (mimetypes.guess_extension(mime_type) or "")
         async with httpx.AsyncClient(timeout=30.0) as client:
             item = PlatformFile(name, self._media_reader(client, str(media["id"])), None, mime_type)
             files, refused = await read_platform_files([item])
