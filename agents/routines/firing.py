@@ -5,10 +5,9 @@
 transaction, starts each fire's action and marks it started: a worker killed before
 the commit leaves the fire pending for the next tick of any worker, and one that
 committed has started it once. The plain agent and light fires of a batch start
-together (:func:`_start_together`: their sessions in two INSERTs, their messages in
-one statement of ``agents.actions.message_batch``, their RoutineRuns in one INSERT;
-:mod:`agents.routines.rows`),
-in one savepoint: if it fails, they start one by one like the rest, each in a
+together (:func:`_start_together`: their new sessions in one statement, their
+messages in one statement of ``agents.actions.message_batch``, their RoutineRuns and
+fire states in one more; :mod:`agents.routines.rows`), in one savepoint: if it fails, they start one by one like the rest, each in a
 savepoint of its own, so one fire's error never undoes the others'.
 
 Before starting: a paused routine skips its scheduled fires (manual ones run), the
@@ -34,7 +33,6 @@ from django.db import DatabaseError, transaction
 from django.db.models import Count, Exists, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
-from agents.actions.conversation import do_create_session
 from agents.actions.message_batch import MessageRequest, do_send_messages
 from agents.actions.runs import AgentDisabled, do_send_message
 from agents.engine.commands import parse_slash_command
@@ -50,7 +48,6 @@ from agents.models import (
     Run,
     Session,
 )
-from agents.routines.light import light_session
 from agents.routines.rows import insert_write, update_rows, update_write, write_together
 from agents.routines.sessions import needs_own_session, new_sessions
 from claw_platform.db import readable_failure
@@ -157,8 +154,8 @@ def _plain_fires(fires: list[RoutineFire], routines: dict[Any, Routine], now: da
 
 def _start_together(fires: list[RoutineFire], owner: str, now: datetime) -> list[Any]:
     """Start the plain fires together (:func:`_plain_fires`): their new sessions in
-    two INSERTs, their messages in one statement (``agents.actions.message_batch``),
-    their RoutineRuns in one INSERT. What it writes is what :func:`start_fire` would
+    one statement, their messages in one statement (``agents.actions.message_batch``),
+    their RoutineRuns and fire states in one more. What it writes is what :func:`start_fire` would
     have written, fire by fire. Returns the ids of the fires left to
     :func:`start_fire`: all of them when a statement failed (its savepoint undone)."""
     before = [(fire.state, fire.started_by) for fire in fires]
@@ -322,17 +319,13 @@ def start_fire(fire: RoutineFire, owner: str, now: datetime) -> int | None:
 def _send(routine: Routine, fire: RoutineFire) -> Any:
     """The routine's prompt as a message in its session: a queued Run."""
     acting = routine.user if routine.user_id else None
-    session: Session | None = None
-    if routine.action == ActionKind.LIGHT:
-        session = light_session(routine)
-    else:
-        session = routine.session if routine.session_id else None
-        if session is None or session.agent_id != routine.agent_id:
-            session = do_create_session(
-                routine.agent, user=acting, channel="routine", title=f"Routine: {routine.name}"[:200]
-            )
+    if routine.action == ActionKind.LIGHT or needs_own_session(routine):
+        (session,) = new_sessions([routine])
+        if routine.action == ActionKind.AGENT:
             routine.session = session
             routine.save(update_fields=["session"])
+    else:
+        session = routine.session  # type: ignore[assignment]  # has one (needs_own_session)
     return do_send_message(
         Session(pk=session.pk, tenant_id=routine.tenant_id),
         _prompt(routine, fire),

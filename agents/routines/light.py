@@ -3,8 +3,8 @@ agent's cheap model when it has one (the session's model override) and the minim
 system prompt (identity, tooling, the context files a sub-agent gets: the runtime
 reads the session's channel, :data:`LIGHT_CHANNEL`).
 
-``agents.routines.firing._send`` makes the session of a light routine's run; it
-calls :func:`light_session` for it."""
+The firing of a light routine makes its session with
+``agents.routines.sessions.new_sessions`` (:func:`light_session` for one)."""
 
 from __future__ import annotations
 
@@ -15,17 +15,10 @@ ROUTINE_CHANNELS = ("routine", LIGHT_CHANNEL)  # sessions routines made: never a
 
 
 def light_session(routine: Routine) -> Session:
-    """A new session for one light run of ``routine``."""
-    from agents.actions.conversation import do_create_session
+    """A new session for one light run of ``routine`` (on the agent's cheap model)."""
+    from agents.routines.sessions import new_sessions
 
-    acting = routine.user if routine.user_id else None
-    session = do_create_session(
-        routine.agent, user=acting, channel=LIGHT_CHANNEL, title=f"Routine: {routine.name}"[:200]
-    )
-    cheap = routine.agent.cheap_model_id
-    if cheap is not None:
-        Session._base_manager.filter(pk=session.pk).update(model_override_id=cheap)
-        session.model_override_id = cheap
+    (session,) = new_sessions([routine])
     return session
 
 

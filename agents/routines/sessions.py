@@ -4,7 +4,7 @@ An agent routine runs in the session that scheduled it or, without one, in a ses
 of its own made on first use; a light routine runs in a fresh session each time
 (``agents.routines.light``). :func:`new_sessions` makes them for a batch: a user's
 first chat with the agent through ``do_create_session`` (which seeds their files),
-the rest in two INSERTs (:mod:`agents.routines.rows`).
+the rest in one statement (:mod:`agents.routines.rows`).
 
 The planner gives an agent routine its own session when it plans the routine's
 fire (:func:`give_own_sessions`), seconds before the fire is due, so the firing
@@ -21,7 +21,7 @@ from django.db import connection
 from agents.actions.conversation import do_create_session
 from agents.models import ActionKind, Routine, Session, Thread
 from agents.routines.light import LIGHT_CHANNEL
-from agents.routines.rows import insert_rows
+from agents.routines.rows import insert_write, write_together
 
 
 def needs_own_session(routine: Routine) -> bool:
@@ -81,10 +81,9 @@ def new_sessions(routines: Sequence[Routine]) -> list[Session]:
             rows.append(session)
             threads.append(thread)
         sessions.append(session)
-    # The session and its thread point at each other: the foreign keys are checked
-    # at commit (deferred), so the two INSERTs may come in either order.
-    insert_rows(Session, rows)
-    insert_rows(Thread, threads)
+    # The session and its thread point at each other (the foreign keys are checked
+    # at the end of the transaction): both in one statement.
+    write_together([insert_write(Session, rows), insert_write(Thread, threads)])
     return sessions
 
 
