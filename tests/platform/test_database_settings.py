@@ -62,8 +62,8 @@ def test_the_web_entry_point_pools_and_a_worker_keeps_its_connection() -> None:
     assert worker.stdout.split() == ["None", "300"]
 
 
-@pytest.mark.django_db
-def test_a_pooled_connection_is_tested_only_after_sitting_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+def counting_pool(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, list[object]]:
+    """A one-connection pool on the test database, and the connections it tested."""
     from django.db import connection
     from psycopg_pool import ConnectionPool
 
@@ -80,6 +80,13 @@ def test_a_pooled_connection_is_tested_only_after_sitting_idle(monkeypatch: pyte
     pool = ConnectionPool(
         kwargs=params, open=False, check=ConnectionPool.check_connection, **db_pool.pool_options(1)
     )
+    return pool, checked
+
+
+@pytest.mark.django_db
+def test_a_pooled_connection_is_tested_only_after_sitting_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+
+    pool, checked = counting_pool(monkeypatch)
     db_pool.install(pool)  # as asgi.py does on the pool Django built
     with pool:
         with pool.connection() as conn:  # new: tested once
@@ -106,26 +113,12 @@ def test_a_pooled_connection_returned_before_an_outage_ended_is_tested(
 ) -> None:
     """A restart breaks a connection returned a moment before it: the idle rule alone
     would hand it out untested, and the page asked for first after the restart failed."""
-    from django.db import connection
-    from psycopg_pool import ConnectionPool
 
     from claw_platform.outage import DatabaseOutage
 
     outage = DatabaseOutage()
     monkeypatch.setattr(db_pool, "database_outage", outage)
-    checked: list[object] = []
-    real_check = ConnectionPool.check_connection
-    monkeypatch.setattr(
-        ConnectionPool,
-        "check_connection",
-        staticmethod(lambda conn: checked.append(conn) or real_check(conn)),
-    )
-    params = {
-        k: v for k, v in connection.get_connection_params().items() if k not in {"cursor_factory", "context"}
-    }
-    pool = ConnectionPool(
-        kwargs=params, open=False, check=ConnectionPool.check_connection, **db_pool.pool_options(1)
-    )
+    pool, checked = counting_pool(monkeypatch)
     db_pool.install(pool)
     with pool:
         with pool.connection() as conn:
