@@ -118,3 +118,16 @@ def _deliveries_finished() -> Iterator[None]:
 
     with contextlib.suppress(TimeoutError):  # a delivery that waits for a long run: let it be
         submit(settle()).result(timeout=20)
+
+
+@pytest.fixture
+def caps(settings: Any, tmp_path: Any, live_agent: Any) -> Any:
+    """Small caps on files read from a platform (2 kB images, 4 kB files) and a model
+    that sees images; a test file may define its own."""
+    from agents.models import ModelProfile
+
+    settings.VAR_DIR = tmp_path
+    settings.CLAW_CHAT_IMAGE_MAX_BYTES = 2048
+    settings.CLAW_CHAT_FILE_MAX_BYTES = 4096
+    ModelProfile.objects.unscoped().filter(pk=live_agent.model.pk).update(supports_vision=True)
+    return settings

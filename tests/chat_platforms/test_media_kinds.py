@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agents.models import Attachment, ModelProfile
+from agents.models import Attachment
 from channels_app.adapters.base import duration_text, media_label
 from channels_app.models import InboundStatus, InboundUpdate
 from tests.chat_platforms import test_discord, test_slack, test_telegram, test_whatsapp
@@ -39,15 +39,6 @@ slack = test_slack.slack  # direct messages from linked user U42
 OGG = b"OggS\x00\x02" + b"\x01" * 200  # a voice note's first bytes (Ogg/Opus)
 MP4 = b"\x00\x00\x00\x18ftypmp42" + b"\x02" * 200
 WEBP = b"RIFF\x24\x00\x00\x00WEBPVP8 " + b"\x03" * 28
-
-
-@pytest.fixture
-def caps(settings: Any, tmp_path: Any, live_agent: Any) -> Any:
-    settings.VAR_DIR = tmp_path
-    settings.CLAW_CHAT_IMAGE_MAX_BYTES = 2048
-    settings.CLAW_CHAT_FILE_MAX_BYTES = 4096
-    ModelProfile.objects.unscoped().filter(pk=live_agent.model.pk).update(supports_vision=True)
-    return settings
 
 
 def said(fake_llm: Any) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agents.models import Attachment, ModelProfile
+from agents.models import Attachment
 from channels_app.models import InboundStatus, InboundUpdate
 from tests.chat_platforms import test_slack, test_slack_socket_mode
 from tests.chat_platforms.test_slack import event, post_json, texts
@@ -25,15 +25,6 @@ socket_slack = test_slack_socket_mode.socket_slack  # the same over Socket Mode,
 worker = test_slack_socket_mode.worker
 
 PNG = png()
-
-
-@pytest.fixture
-def caps(settings: Any, tmp_path: Any, live_agent: Any) -> Any:
-    settings.VAR_DIR = tmp_path
-    settings.CLAW_CHAT_IMAGE_MAX_BYTES = 2048
-    settings.CLAW_CHAT_FILE_MAX_BYTES = 4096
-    ModelProfile.objects.unscoped().filter(pk=live_agent.model.pk).update(supports_vision=True)
-    return settings
 
 
 def shared(text: str, files: list[dict[str, Any]], **kw: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agents.models import Attachment, ModelProfile
+from agents.models import Attachment
 from channels_app.models import InboundStatus, InboundUpdate
 from channels_app.polling import run_pollers
 from tests.chat_platforms import test_telegram, test_telegram_polling
@@ -24,15 +24,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 telegram = test_telegram.telegram  # a private chat with linked sender 42
 polled = test_telegram_polling.polled  # the same by long polling from a worker
-
-
-@pytest.fixture
-def caps(settings: Any, tmp_path: Any, live_agent: Any) -> Any:
-    settings.VAR_DIR = tmp_path
-    settings.CLAW_CHAT_IMAGE_MAX_BYTES = 2048
-    settings.CLAW_CHAT_FILE_MAX_BYTES = 4096
-    ModelProfile.objects.unscoped().filter(pk=live_agent.model.pk).update(supports_vision=True)
-    return settings
 
 
 def model_parts(fake_llm: Any) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agents.models import Attachment, ModelProfile
+from agents.models import Attachment
 from channels_app.models import InboundStatus, InboundUpdate
 from tests.chat_platforms import test_whatsapp
 from tests.chat_platforms.test_whatsapp import bodies, notification, post
@@ -25,15 +25,6 @@ whatsapp = test_whatsapp.whatsapp  # linked sender 4915550001
 
 PNG = png()
 _ids = itertools.count(1)
-
-
-@pytest.fixture
-def caps(settings: Any, tmp_path: Any, live_agent: Any) -> Any:
-    settings.VAR_DIR = tmp_path
-    settings.CLAW_CHAT_IMAGE_MAX_BYTES = 2048
-    settings.CLAW_CHAT_FILE_MAX_BYTES = 4096
-    ModelProfile.objects.unscoped().filter(pk=live_agent.model.pk).update(supports_vision=True)
-    return settings
 
 
 def media_message(kind: str, media_id: str, *, sender: str = "4915550001", **fields: Any) -> dict[str, Any]:

@@ -77,3 +77,17 @@ def finish_agent_runs(routine: Routine, status: str = RunStatus.COMPLETED, reply
 
 def pending(routine: Routine) -> list[RoutineFire]:
     return [f for f in fires_of(routine) if f.state == FireState.PENDING]
+
+
+def enable_heartbeat(agent: Any, due: datetime, **fields: Any) -> Routine:
+    """Turn the agent's heartbeat on (with ``fields`` of its settings) and make its
+    routine due at ``due``."""
+    from agents.routines.heartbeat_schedule import heartbeat_routine_of
+
+    for name, value in {"heartbeat_enabled": True, **fields}.items():
+        setattr(agent, name, value)
+    agent.save()
+    routine = heartbeat_routine_of(agent.pk)
+    assert routine is not None
+    Routine._base_manager.filter(pk=routine.pk).update(next_run_at=due)
+    return Routine._base_manager.get(pk=routine.pk)

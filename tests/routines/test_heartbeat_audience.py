@@ -13,12 +13,11 @@ import pytest
 from agents.actions.config import do_save_agent_file
 from agents.models import Agent, Message, Routine, Session, Turn
 from agents.routines.heartbeat_notice import SHARED_NOTICE_PROMPT
-from agents.routines.heartbeat_schedule import heartbeat_routine_of
 from claw_platform.tenancy.models import Membership
 from tests.chat_platforms.conftest import link, make_channel
 from tests.chat_platforms.test_telegram import SECRET
 from tests.fakes.fake_llm import Turn as FakeTurn
-from tests.routines.helpers import runs_of, tick
+from tests.routines.helpers import enable_heartbeat, runs_of, tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,13 +31,7 @@ def _inline_delivery(settings):
 
 
 def enable(agent: Agent, **fields) -> Routine:
-    for name, value in {"heartbeat_enabled": True, **fields}.items():
-        setattr(agent, name, value)
-    agent.save()
-    routine = heartbeat_routine_of(agent.pk)
-    assert routine is not None
-    Routine._base_manager.filter(pk=routine.pk).update(next_run_at=START)
-    return Routine._base_manager.get(pk=routine.pk)
+    return enable_heartbeat(agent, START, **fields)
 
 
 def model_calls(fake_llm) -> int:

@@ -25,7 +25,7 @@ from tests.api.conftest import client_for as api_client
 from tests.api.conftest import make_key
 from tests.fakes.fake_llm import Turn as FakeTurn
 from tests.platform.test_admin_isolation import client_for
-from tests.routines.helpers import runs_of, tick
+from tests.routines.helpers import enable_heartbeat, runs_of, tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,13 +37,7 @@ def model_calls(fake_llm) -> int:
 
 
 def enable(agent: Agent, **fields) -> Routine:
-    for name, value in {"heartbeat_enabled": True, **fields}.items():
-        setattr(agent, name, value)
-    agent.save()
-    routine = heartbeat_routine_of(agent.pk)
-    assert routine is not None
-    Routine._base_manager.filter(pk=routine.pk).update(next_run_at=START)
-    return Routine._base_manager.get(pk=routine.pk)
+    return enable_heartbeat(agent, START, **fields)
 
 
 def heartbeat_sessions(agent: Agent) -> list[Session]:
