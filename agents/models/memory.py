@@ -102,6 +102,17 @@ class MemoryEntry(TenantOwned):
             # every row of the tenant or every match of the word in all tenants.
             GinIndex(fields=["tenant", "search_vector"], name="memory_tenant_search"),
             models.Index(fields=["tenant", "scope", "agent", "user"], name="memory_scope"),
+            # Recall's text half as the runtime role runs it: under row-level security
+            # the planner may not use a non-leakproof operator such as ``@@`` as an
+            # index condition ahead of the policy, so the GIN index above is searched
+            # by the tenant alone. This one serves each query word's newest matches
+            # (``ORDER BY id DESC LIMIT k``) as an index-only scan: the words and the
+            # visibility columns are in it, and a common word stops after k rows.
+            models.Index(
+                fields=["tenant", "id"],
+                include=["scope", "agent", "user", "category", "search_vector"],
+                name="memory_tenant_terms",
+            ),
             # The exact vector scan of a tenant's memories (recall, below
             # CLAW_MEMORY_EXACT_SCAN_ROWS) as an index-only scan: the tenant's vectors
             # side by side instead of one heap page each (10,000 rows: 1,700 pages

@@ -61,7 +61,7 @@ def test_a_tenant_with_one_percent_of_the_rows_gets_its_full_answer_from_hnsw(te
         q = vector_literal(query)
         cursor.execute(
             "EXPLAIN " + recall_module._recall_sql(where, dim=DIM, exact=False),
-            [q, DIM, *params, 20, "note", [], 32, *params, 20, q],
+            [q, DIM, *params, 20, "note", [], 32, *params, 200, 20, q],
         )
         plan = "\n".join(row[0] for row in cursor.fetchall())
         assert "memory_embedding_256" in plan
@@ -72,7 +72,7 @@ def test_a_tenant_with_one_percent_of_the_rows_gets_its_full_answer_from_hnsw(te
         cursor.execute("SET LOCAL hnsw.iterative_scan = off")
         cursor.execute(
             recall_module._recall_sql(where, dim=DIM, exact=False),
-            [q, DIM, *params, 20, "note", [], 32, *params, 20, q],
+            [q, DIM, *params, 20, "note", [], 32, *params, 200, 20, q],
         )
         assert sum(1 for row in cursor.fetchall() if row[7] is not None) < 10
     by_vector = sorted((c for c in found.candidates if c.vector_rank), key=lambda c: c.vector_rank)
