@@ -10,12 +10,12 @@ memories the owner may see (M7; in a group chat no personal ones, E16):
   (``hnsw.iterative_scan``, ``hnsw.max_scan_tuples``) so the tenant filter, applied
   after the index scan, never makes the answer come back short;
 - keyword: PostgreSQL full text (``search_vector``), any significant word of the
-  question (OR), ranked by ``ts_rank``. The ranking is bounded for any word: each
-  word brings at most ``keyword_term_rows`` of its newest matches (all of them for
-  a rare word such as a code or a name, so an exact term is never cut; a sample for
-  a word in a large share of the rows), and only their union is ranked. Under
-  row-level security ``@@`` (not leakproof) cannot be an index condition, so each
-  word's matches come from the covering index ``memory_tenant_terms`` (index-only).
+  question (OR). The ranking is bounded for any word: each word brings at most
+  ``keyword_term_rows`` of its newest matches (``claw_memory_term_hits``, migration
+  0020: under row-level security ``@@`` cannot be an index condition otherwise), all
+  of them for a rare word such as a code or a name, a sample for a word in a large
+  share of the rows; only their union is ranked, each matched word weighing by its
+  rarity (so an exact term outranks any number of common words), then ``ts_rank``.
 
 Fusion, by default the references' weighted sum: vector 0.7, keyword 0.3, each
 normalised to 0..1 (the similarity over the best one found, or over the embedder's
@@ -376,22 +376,31 @@ def _recall_sql(where: str, *, dim: int | None, exact: bool) -> str:
     """One statement for both halves and the candidates' rows (one round trip).
 
     Parameters, in order: [vector half: the query vector, the dimension, the where
-    parameters, n], the question, the stopwords, the word limit,
-    the where parameters, the rows per word, n, [the query vector for every
-    candidate's similarity].
+    parameters, n], the question, the stopwords, the word limit, the owner for
+    ``claw_memory_term_hits`` (tenant, agent, user or None, scopes or None), the rows
+    per word, the where parameters, the rows per word again, n, [the query vector
+    for every candidate's similarity].
     Rows: id, scope, category, content, updated_at, has_vector, similarity,
     vector rank, ts_rank, keyword rank."""
     keyword = (
         "terms AS MATERIALIZED (SELECT lexeme, to_tsquery('simple', quote_literal(lexeme)) AS tq "  # noqa: S608 (where: ours)
         "  FROM unnest(to_tsvector('simple', %s)) WHERE NOT lexeme = ANY(%s) LIMIT %s), "
         "query AS (SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS q FROM terms), "
-        # Each word's newest matches, at most k: a rare word (a code) brings all of
-        # them; a common one stops after k (never a ts_rank over its whole share).
-        "kc AS (SELECT DISTINCT ON (c.id) c.id, c.sv FROM terms, LATERAL ("
-        "  SELECT id, search_vector AS sv FROM agents_memoryentry "
-        f"  WHERE search_vector @@ terms.tq AND {where} ORDER BY id DESC LIMIT %s) c), "
-        "kw AS MATERIALIZED (SELECT kc.id, ts_rank(kc.sv, query.q) AS r FROM kc, query "
-        "  WHERE query.q IS NOT NULL ORDER BY 2 DESC, 1 DESC LIMIT %s), "
+        # Each word's newest matches, at most k (migration 0020: an index condition
+        # under row-level security): a rare word (a code) brings all of them, a
+        # common one stops after k, never a ts_rank over its whole share.
+        "hits AS MATERIALIZED (SELECT t.lexeme, h.id FROM terms t, "
+        "  LATERAL claw_memory_term_hits(%s, %s, %s, %s, t.tq, %s) h), "
+        "df AS (SELECT lexeme, count(*) AS n FROM hits GROUP BY lexeme), "
+        # Under the policy again, and the owner's visibility (the ids are the tenant's).
+        "cand AS (SELECT m.id, m.search_vector AS sv FROM agents_memoryentry m "
+        f"  WHERE m.id IN (SELECT id FROM hits) AND {where}), "
+        # Frequency-aware: each matched word weighs ln(1 + (k + 1) / its matches), so a
+        # word with a handful of matches outweighs any number of common ones; ts_rank
+        # (how often the words occur) orders rows that match the same words.
+        "kw AS MATERIALIZED (SELECT c.id, sum(ln(1 + (%s + 1)::float8 / df.n)) + ts_rank(c.sv, query.q) AS r "
+        "  FROM cand c JOIN terms t ON c.sv @@ t.tq JOIN df ON df.lexeme = t.lexeme, query "
+        "  GROUP BY c.id, c.sv, query.q ORDER BY 2 DESC, 1 DESC LIMIT %s), "
         "khits AS (SELECT id, r, row_number() OVER (ORDER BY r DESC, id DESC) AS rank FROM kw)"
     )
     if dim is None:  # no query vector: the text half alone
@@ -443,7 +452,10 @@ def recall_statement(
     where, params = _visible_sql(owner, personal=personal, scopes=scopes)
     terms = query_terms(query)
     skip = list(STOPWORDS) if terms and set(terms) - STOPWORDS else []
-    keyword_params = [query, skip, MAX_QUERY_WORDS, *params, cfg.keyword_term_rows, n]
+    k = cfg.keyword_term_rows
+    user = owner.user_id if personal else None
+    term_owner = [owner.tenant_id, owner.agent_id, user, list(scopes) if scopes else None]
+    keyword_params = [query, skip, MAX_QUERY_WORDS, *term_owner, k, *params, k, n]
     if vector is None:
         return _recall_sql(where, dim=None, exact=True), keyword_params
     q = vector_literal(vector)

@@ -11,7 +11,7 @@ from django.db import connection
 
 from agents.memory.recall import RecallSettings, recall
 from agents.memory.store import MemoryOwner
-from claw_platform.tenancy.context import tenant_context
+from claw_platform.tenancy.context import no_tenant, tenant_context
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +82,23 @@ def test_the_rare_word_alone_finds_all_of_its_rows(tenant_a, common):
     code, _old, _rest, _other = common
     found = as_product(tenant_a, "ZX-4471", RecallSettings(floor=0.0, keyword_term_rows=TERM_ROWS))
     assert [c.id for c in found.candidates if c.keyword_rank] == [code]
+
+
+def test_the_word_lookup_answers_only_for_the_tenant_in_context(tenant_a, tenant_b, common):
+    code, _old, _rest, other = common
+
+    def hits(tenant_id):  # type: ignore[no-untyped-def]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id FROM claw_memory_term_hits(%s, %s, NULL, NULL, to_tsquery('simple', 'zx'), 10)",
+                [tenant_id, tenant_b.agent.pk if tenant_id == tenant_b.tenant.pk else tenant_a.agent.pk],
+            )
+            return {row[0] for row in cursor.fetchall()}
+
+    with tenant_context(tenant_a.tenant.pk):
+        assert hits(tenant_a.tenant.pk) == {code}
+        assert hits(tenant_b.tenant.pk) == set()  # another tenant's words: nothing
+    with no_tenant():
+        assert hits(tenant_b.tenant.pk) == set()  # strict: no tenant in context, nothing
+    with tenant_context(tenant_b.tenant.pk):
+        assert hits(tenant_b.tenant.pk) == {other}
