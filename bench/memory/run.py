@@ -353,7 +353,8 @@ def measure_as_product(made, qvecs, qtext, queries, RecallSettings):  # type: ig
 
     tenant, agent, _user = made[0]
     owner = MemoryOwner(tenant_id=tenant.pk, agent_id=agent.pk, user_id=None)
-    print(f"scale: measured queries {runtime_role_check()}")
+    print(f"scale: measured queries {runtime_role_check()}; their plans in {PLANS}")
+    PLANS.write_text("")
     trips = []
     with connection.cursor() as cursor:
         for _ in range(200):
@@ -371,17 +372,25 @@ def measure_as_product(made, qvecs, qtext, queries, RecallSettings):  # type: ig
     # guarantee with a common word beside it).
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT id, content FROM agents_memoryentry WHERE tenant_id = %s ORDER BY id LIMIT %s",
-            [tenant.pk, queries],
+            "SELECT id, content FROM agents_memoryentry WHERE tenant_id = %s ORDER BY id", [tenant.pk]
         )
-        own = cursor.fetchall()
+        rows = cursor.fetchall()
+    # An exact term: a rare word that only one of the tenant's memories holds.
+    counts: dict[str, int] = {}
+    for _id, content in rows:
+        for word in set(content.split()[1:4]):
+            counts[word] = counts.get(word, 0) + 1
+    own = [
+        (row_id, next(w for w in content.split()[1:4] if counts[w] == 1))
+        for row_id, content in rows
+        if any(counts[w] == 1 for w in content.split()[1:4])
+    ][:queries]
     common_sets = ["note", "daily", "weekly", "monthly", "daily note", "weekly daily note", "note monthly"]
     ctext, exact_of = [], []
     for i in range(queries):
         phrase = common_sets[i % len(common_sets)]
         if i % 2:  # half of them carry a rare word of one row
-            row_id, content = own[i % len(own)]
-            rare = content.split()[1 + i % 3]
+            row_id, rare = own[i % len(own)]
             ctext.append(f"{phrase} {rare}")
             exact_of.append((row_id, rare))
         else:
@@ -423,7 +432,7 @@ def measure_as_product(made, qvecs, qtext, queries, RecallSettings):  # type: ig
                 f"scale, {set_label}, {label}: recall@10 {statistics.mean(recalls):.3f}, "
                 f"{full}/{queries} queries with 10 results{extra}, hybrid recall p50 {percentile(times, 0.5):.1f} ms / "
                 f"p95 {percentile(times, 0.95):.1f} ms (target >= 0.95 at p95 < 15 ms); "
-                f"plan: {plan(owner, cfg, qvecs[0], texts[0], set_label, label)}; "
+                f"plan: {plan(owner, cfg, qvecs[1], texts[1], set_label, label)}; "
                 f"load average {os.getloadavg()[0]:.1f}"
             )
 
@@ -454,9 +463,51 @@ def plan(owner, cfg, vec, text, set_label, label) -> str:  # type: ignore[no-unt
         vector = "the tenant's vectors from the covering index + sort"
     else:
         vector = "the tenant's rows from the table + sort"
-    keyword = next((name for name in KEYWORD_INDEXES if name in explained), "no index")
+    keyword = (
+        "per word claw_memory_term_hits"
+        + (" (" + term_plans(owner, text) + ")" if "claw_memory_term_hits" in explained else "")
+        if "claw_memory_term_hits" in explained
+        else next((name for name in KEYWORD_INDEXES if name in explained), "no index")
+    )
     took = next((line.strip() for line in explained.splitlines() if line.startswith("Execution Time")), "")
     return f"vector half {vector}, keyword half {keyword}, {took}"
+
+
+def term_plans(owner, text) -> str:  # type: ignore[no-untyped-def]
+    """What claw_memory_term_hits runs for each word of ``text`` (as its owner, with
+    this tenant's values), EXPLAIN (ANALYZE, BUFFERS) into plans.txt; a summary."""
+    from django.db import connection
+
+    from agents.memory.recall import query_terms
+
+    summary = []
+    with loading(), connection.cursor() as cursor:
+        for word in query_terms(text):
+            cursor.execute(
+                "EXPLAIN (ANALYZE, BUFFERS) SELECT m.id FROM public.agents_memoryentry m "
+                "WHERE m.tenant_id = %s AND m.search_vector @@ to_tsquery('simple', quote_literal(%s)) "
+                "AND m.category <> 'archived' AND (m.scope = 'tenant' OR (m.scope = 'agent' AND m.agent_id = %s)) "
+                "ORDER BY m.id DESC LIMIT 200",
+                [owner.tenant_id, word, owner.agent_id],
+            )
+            explained = "\n".join(row[0] for row in cursor.fetchall())
+            with PLANS.open("a") as out:
+                out.write(f"--- inside claw_memory_term_hits for {word!r} (as the owner)\n{explained}\n\n")
+            index = (
+                "GIN memory_tenant_search"
+                if "memory_tenant_search" in explained
+                else ("newest rows by memory_tenant_terms" if "memory_tenant_terms" in explained else "other")
+            )
+            took = next(
+                (
+                    ln.split(":")[1].strip()
+                    for ln in explained.splitlines()
+                    if ln.startswith("Execution Time")
+                ),
+                "",
+            )
+            summary.append(f"{word}: {index} {took}")
+    return "; ".join(summary)
 
 
 def tune(database) -> None:  # type: ignore[no-untyped-def]
