@@ -485,7 +485,7 @@ def term_plans(owner, text) -> str:  # type: ignore[no-untyped-def]
         for word in query_terms(text):
             cursor.execute(
                 "EXPLAIN (ANALYZE, BUFFERS) SELECT m.id FROM public.agents_memoryentry m "
-                "WHERE m.tenant_id = %s AND m.search_vector @@ to_tsquery('simple', quote_literal(%s)) "
+                "WHERE m.tenant_id = %s::bigint AND m.search_vector @@ to_tsquery('simple', quote_literal(%s)) "
                 "AND m.category <> 'archived' AND (m.scope = 'tenant' OR (m.scope = 'agent' AND m.agent_id = %s)) "
                 "ORDER BY m.id DESC LIMIT 200",
                 [owner.tenant_id, word, owner.agent_id],
