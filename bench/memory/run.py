@@ -17,7 +17,16 @@ and prints:
    by binary COPY; the HNSW index's build time and size; for queries of one tenant
    (1 %): recall@10 against exact search and the hybrid recall's latency p50 / p95,
    on the path the product chooses (exact scan for a tenant with few rows) and on
-   the HNSW path with iterative scans (target recall@10 >= 0.95 at p95 < 15 ms).
+   the HNSW path with iterative scans (target recall@10 >= 0.95 at p95 < 15 ms),
+   for rare-word queries and, separately, for common-word queries (words in all,
+   50 %, 10 % and 2 % of the rows, half of them with a word only one of the tenant's
+   memories holds, which must reach the keyword top 3).
+
+As the product runs: the owner role (DATABASE_OWNER_URL) only migrates, sets up and
+loads the data and builds the index; every measured query runs as the runtime role
+(DATABASE_URL, claw_app: strict row-level security) inside the tenant's context,
+through ``agents.memory.recall``. The plans of the measured statements, by EXPLAIN
+(ANALYZE, BUFFERS) as claw_app, go to ``plans.txt`` in the data folder.
 """
 
 from __future__ import annotations
