@@ -209,7 +209,7 @@ class RecallSettings:
     max_scan_tuples: int = 40_000
     # The newest matches each query word brings to the keyword ranking (a common
     # word's share of the rows is never ranked whole).
-    keyword_term_rows: int = 200
+    keyword_term_rows: int = 100
 
     @classmethod
     def from_settings(cls) -> RecallSettings:
