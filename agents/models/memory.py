@@ -98,8 +98,9 @@ class MemoryEntry(TenantOwned):
         verbose_name_plural = "memory entries"
         indexes = [
             # The tenant in the full-text index too (btree_gin): recall's text half
-            # finds a tenant's matching rows in one index scan, instead of testing
-            # every row of the tenant or every match of the word in all tenants.
+            # finds a rare word's rows of one tenant in one index scan, inside
+            # claw_memory_term_hits (migration 0020; as the runtime role, under the
+            # policy, ``@@`` could not be an index condition here).
             GinIndex(fields=["tenant", "search_vector"], name="memory_tenant_search"),
             models.Index(fields=["tenant", "scope", "agent", "user"], name="memory_scope"),
             # Recall's text half as the runtime role runs it: under row-level security
