@@ -98,10 +98,22 @@ class MemoryEntry(TenantOwned):
         verbose_name_plural = "memory entries"
         indexes = [
             # The tenant in the full-text index too (btree_gin): recall's text half
-            # finds a tenant's matching rows in one index scan, instead of testing
-            # every row of the tenant or every match of the word in all tenants.
+            # finds a rare word's rows of one tenant in one index scan, inside
+            # claw_memory_term_hits (migration 0020; as the runtime role, under the
+            # policy, ``@@`` could not be an index condition here).
             GinIndex(fields=["tenant", "search_vector"], name="memory_tenant_search"),
             models.Index(fields=["tenant", "scope", "agent", "user"], name="memory_scope"),
+            # Recall's text half as the runtime role runs it: under row-level security
+            # the planner may not use a non-leakproof operator such as ``@@`` as an
+            # index condition ahead of the policy, so the GIN index above is searched
+            # by the tenant alone. This one serves each query word's newest matches
+            # (``ORDER BY id DESC LIMIT k``) as an index-only scan: the words and the
+            # visibility columns are in it, and a common word stops after k rows.
+            models.Index(
+                fields=["tenant", "id"],
+                include=["scope", "agent", "user", "category", "search_vector"],
+                name="memory_tenant_terms",
+            ),
             # The exact vector scan of a tenant's memories (recall, below
             # CLAW_MEMORY_EXACT_SCAN_ROWS) as an index-only scan: the tenant's vectors
             # side by side instead of one heap page each (10,000 rows: 1,700 pages

@@ -56,13 +56,11 @@ def test_a_tenant_with_one_percent_of_the_rows_gets_its_full_answer_from_hnsw(te
         # No sorting allowed: the only plan that orders by distance is the HNSW index
         # (on this small table the planner would rather sort the tenant's 20 rows).
         cursor.execute("SET LOCAL enable_sort = off")
-        recall_module._hnsw_settings(cursor, 100, 40_000)
-        where, params = recall_module._visible_sql(owner, personal=True, scopes=None)
-        q = vector_literal(query)
-        cursor.execute(
-            "EXPLAIN " + recall_module._recall_sql(where, dim=DIM, exact=False),
-            [q, DIM, *params, 20, "note", [], 32, *params, 20, q],
+        index_cfg = RecallSettings(limit=5, floor=0.0, exact_scan_rows=0)
+        sql, params = recall_module.recall_statement(
+            cursor, owner, "note", cfg=index_cfg, vector=query, dim=DIM
         )
+        cursor.execute("EXPLAIN " + sql, params)
         plan = "\n".join(row[0] for row in cursor.fetchall())
         assert "memory_embedding_256" in plan
         found = recall(
@@ -70,10 +68,7 @@ def test_a_tenant_with_one_percent_of_the_rows_gets_its_full_answer_from_hnsw(te
         )
         # Without the iterative scan, ef_search 100 over 2,000 rows finds about one row of A.
         cursor.execute("SET LOCAL hnsw.iterative_scan = off")
-        cursor.execute(
-            recall_module._recall_sql(where, dim=DIM, exact=False),
-            [q, DIM, *params, 20, "note", [], 32, *params, 20, q],
-        )
+        cursor.execute(sql, params)
         assert sum(1 for row in cursor.fetchall() if row[7] is not None) < 10
     by_vector = sorted((c for c in found.candidates if c.vector_rank), key=lambda c: c.vector_rank)
     assert len(by_vector) == 20
