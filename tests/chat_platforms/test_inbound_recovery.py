@@ -23,7 +23,7 @@ from channels_app.adapters.base import InboundRequest
 from channels_app.models import Channel, ChannelLink, InboundStatus, InboundUpdate
 from channels_app.receive import _dispatch
 from channels_app.recovery import GIVEN_UP_DETAIL, sweep_unanswered
-from tests.chat_platforms import test_discord, test_telegram, test_telegram_attachments, test_webhook_channel
+from tests.chat_platforms import test_discord, test_telegram, test_webhook_channel
 from tests.chat_platforms.conftest import make_channel
 from tests.chat_platforms.test_telegram import final_texts, post, update
 from tests.chat_platforms.test_telegram_attachments import model_parts, photo_sizes
@@ -37,7 +37,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 telegram = test_telegram.telegram  # a private chat with linked sender 42
 hook_channel = test_webhook_channel.hook_channel  # the generic webhook, linked sender ext-7
 discord = test_discord.discord  # a Discord bot, linked sender test_discord.USER
-caps = test_telegram_attachments.caps  # vision model, small file caps
 
 
 def crashed(channel: Channel, body: dict, *, age: timedelta = timedelta(minutes=4)) -> InboundUpdate:

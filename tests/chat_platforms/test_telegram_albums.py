@@ -17,7 +17,7 @@ from agents.models import Attachment, Run
 from channels_app.adapters.base import InboundMessage
 from channels_app.models import InboundStatus, InboundUpdate
 from channels_app.receive import dispatch_group
-from tests.chat_platforms import test_inbound_recovery, test_telegram, test_telegram_attachments
+from tests.chat_platforms import test_inbound_recovery, test_telegram
 from tests.chat_platforms.test_inbound_recovery import crashed, sweep
 from tests.chat_platforms.test_telegram import final_texts, post, update
 from tests.chat_platforms.test_telegram_attachments import model_parts, photo_sizes
@@ -27,7 +27,6 @@ from tests.ui.test_pickers_and_attachments import png
 pytestmark = pytest.mark.django_db(transaction=True)
 
 telegram = test_telegram.telegram  # a private chat with linked sender 42
-caps = test_telegram_attachments.caps  # vision model, small file caps
 assert test_inbound_recovery.crashed is crashed
 _groups = itertools.count(1)
 
