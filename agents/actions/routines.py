@@ -266,27 +266,40 @@ def counts_anew(before: Routine | None, after: Routine) -> bool:
 def do_set_routine_status(routine: Routine, status: str, *, acting_user: Any) -> Routine:
     """Pause, resume (``active``: next run recomputed from now) or cancel a routine."""
     locked = Routine._base_manager.select_for_update().get(pk=routine.pk)
-    if locked.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED):
-        raise ValidationError(f"The routine is {locked.status}; it cannot change any more.")
+    check_status_may_change(locked)
     before = locked.status
     if status == RoutineStatus.ACTIVE and before != RoutineStatus.ACTIVE:
         check_active_cap(locked)
-    locked.status = status
-    if status == RoutineStatus.ACTIVE:
-        locked.next_run_at = next_run(trigger_of(locked), timezone.now())
-        locked.consecutive_failures = 0
-        if locked.trigger == TriggerKind.EVENT:
-            locked.event_cursor = timezone.now()  # what happened while paused does not fire
-        if locked.next_run_at is None and locked.trigger != TriggerKind.MANUAL:
-            raise ValidationError("This one-shot routine's time has passed; schedule a new one.")
-    elif status == RoutineStatus.CANCELLED:
-        locked.next_run_at = None
+    set_status_fields(locked, status, timezone.now())
     locked.save(update_fields=["status", "next_run_at", "consecutive_failures", "event_cursor", "updated_at"])
     wake_schedulers()
     record_audit_event(
         action="routine.status", actor=acting_user, obj=locked, diff={"status": [before, status]}
     )
     return locked
+
+
+def check_status_may_change(stored: Routine) -> None:
+    """A cancelled or completed routine stays so (every path that changes a status)."""
+    if stored.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED):
+        raise ValidationError(f"The routine is {stored.status}; it cannot change any more.")
+
+
+def set_status_fields(routine: Routine, status: str, now: datetime) -> None:
+    """What a change to ``status`` sets on ``routine`` (not saved): resumed, its next
+    run from now, a clean slate of failures, an event routine's cursor at now (what
+    happened while paused does not fire); cancelled, no next run. A one-shot whose
+    time has passed cannot be resumed (ValidationError)."""
+    routine.status = status
+    if status == RoutineStatus.ACTIVE:
+        routine.next_run_at = next_run(trigger_of(routine), now)
+        routine.consecutive_failures = 0
+        if routine.trigger == TriggerKind.EVENT:
+            routine.event_cursor = now
+        if routine.next_run_at is None and routine.trigger != TriggerKind.MANUAL:
+            raise ValidationError("This one-shot routine's time has passed; schedule a new one.")
+    elif status == RoutineStatus.CANCELLED:
+        routine.next_run_at = None
 
 
 @transaction.atomic

@@ -5,6 +5,7 @@ routines that act for them; changing routines needs the admin or owner role."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from typing import Any
 
@@ -20,10 +21,11 @@ from rest_framework import serializers
 from agents.actions.routines import (
     check_active_cap,
     check_routine_trigger,
+    check_status_may_change,
     counts_anew,
     do_run_routine_now,
     do_set_routine_status,
-    next_run,
+    set_status_fields,
     trigger_of,
     wake_schedulers,
 )
@@ -84,23 +86,16 @@ class RoutineForm(forms.ModelForm):
         view runs the form and the save in one transaction, so the cap's lock holds
         until the routine is saved."""
         stored = self.instance if self.instance.pk else None
-        if (
-            stored is not None
-            and "status" in self.changed_data
-            and stored.status in (RoutineStatus.CANCELLED, RoutineStatus.COMPLETED)
-        ):
-            self.add_error("status", f"The routine is {stored.status}; it cannot change any more.")
-            return
-        if (
-            stored is not None
-            and "status" in self.changed_data
-            and data.get("status") == RoutineStatus.ACTIVE
-            and not set(self.changed_data) & set(TRIGGER_FIELDS)
-            and stored.trigger != TriggerKind.MANUAL
-            and next_run(trigger_of(stored), timezone.now()) is None
-        ):
-            self.add_error("status", "This one-shot routine's time has passed; schedule a new one.")
-            return
+        if stored is not None and "status" in self.changed_data:
+            try:
+                check_status_may_change(stored)
+                if data.get("status") == RoutineStatus.ACTIVE and not set(self.changed_data) & set(
+                    TRIGGER_FIELDS
+                ):
+                    set_status_fields(copy.copy(stored), RoutineStatus.ACTIVE, timezone.now())
+            except ValidationError as exc:
+                self.add_error("status", exc.messages)
+                return
         candidate = copy.copy(self.instance)
         for name in ("agent", "user", "status", "action"):
             if name in self.fields:
@@ -239,12 +234,8 @@ class RoutineAdmin(MemberRuleMixin, TenantScopedAdmin):
                 obj.event_cursor = timezone.now()
         if change and "status" in form.changed_data:
             # As do_set_routine_status: resumed with a clean slate, cancelled for good.
-            if obj.status == RoutineStatus.ACTIVE:
-                obj.consecutive_failures = 0
-                if obj.trigger == TriggerKind.EVENT:
-                    obj.event_cursor = timezone.now()  # what happened while paused does not fire
-            elif obj.status == RoutineStatus.CANCELLED:
-                obj.next_run_at = None
+            with contextlib.suppress(ValidationError):  # a past one-shot: the form refused it
+                set_status_fields(obj, obj.status, timezone.now())
         if not change and obj.created_by_id is None:
             obj.created_by_id = request.user.pk
         with transaction.atomic():

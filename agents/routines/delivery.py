@@ -197,7 +197,7 @@ def delivery_target_refusal(
     member only the chats they talk to the agent in (a bot is no way to write to
     groups or people the member does not reach through it)."""
     from agents.routines.heartbeat_notice import linked_targets
-    from channels_app.models import ChannelConversation
+    from channels_app.models import Channel, ChannelConversation
     from claw_platform.tenancy.models import Role
 
     if role is None or role in (Role.OWNER, Role.ADMIN):
@@ -208,8 +208,6 @@ def delivery_target_refusal(
         channel_id=channel_id, chat_id=target, session__user_id=user_id
     ).exists():
         return None
-    from channels_app.models import Channel
-
     agent_id = Channel._base_manager.filter(pk=channel_id).values_list("agent_id", flat=True).first()
     if agent_id is not None and any(
         t.channel_id == channel_id and t.chat_id == target for t in linked_targets(agent_id, user_id)
